@@ -1,0 +1,51 @@
+"""Bad input to cuda_toolkit: a clear error before anything on the host changes.
+
+Each case runs site.yml against the converged node with one bad setting (extra vars) and checks
+the play failed with a message that names the problem, reported no change, and left the host's
+toolkit files byte-for-byte as they were.
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+FINGERPRINT = (
+    "find /opt/cuda /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d "
+    "-maxdepth 3 -printf '%p %s %T@ %l\\n' 2>/dev/null | sort | sha256sum; dpkg -l | sha256sum"
+)
+
+CASES = [
+    ({"cuda_toolkit_install_method": "conda"},
+     "value of cuda_toolkit_install_method must be one of: pip, apt"),
+    ({"cuda_toolkit_version": "13.0"}, "is not a full X.Y.Z version"),
+    ({"cuda_toolkit_target_archs": ["sm120"]}, "is not of the form M.m"),
+    ({"cuda_toolkit_version": "12.8.1", "cuda_toolkit_target_archs": ["10.3"]},
+     "target 10.3 needs CUDA toolkit >= 12.9, but 12.8.1 was requested"),
+    ({"cuda_toolkit_install_method": "apt", "cuda_toolkit_apt_distros": {"Ubuntu-24.04": "ubuntu2404"}},
+     "this host is Debian-12"),
+]
+
+
+def run_site(extra_vars):
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".cache", "collections")
+    env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    return subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+         os.path.join(ROOT, "site.yml"), "-e", json.dumps(extra_vars)],
+        capture_output=True, text=True, env=env, cwd=ROOT, check=False,
+    )
+
+
+@pytest.mark.parametrize("extra_vars,message", CASES, ids=[m[:40] for _v, m in CASES])
+def test_bad_input_fails_clearly_and_changes_nothing(host, extra_vars, message):
+    before = host.check_output(FINGERPRINT)
+    result = run_site(extra_vars)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert message in output, output
+    assert "changed=0" in output, output
+    assert host.check_output(FINGERPRINT) == before

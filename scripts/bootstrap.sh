@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh Debian/Ubuntu machine (as root) for this collection's tests and lab:
+#   1. apt: podman, runc, debootstrap (only when missing)
+#   2. .venv with the pinned tools from requirements-dev.txt (re-installed when that file changes)
+#   3. the collection link that lets playbooks resolve blackwell.sglang.* from this checkout
+#   4. the test image localhost/blackwell-sglang-test:bookworm (built only when missing; skipped
+#      when MOLECULE_IMAGE names another image)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$BSG_ROOT"
+
+log() { printf '[bootstrap] %s\n' "$*"; }
+
+need_apt=()
+for pair in podman:podman runc:runc debootstrap:debootstrap; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%:*}" ] || need_apt+=("${pair##*:}")
+done
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  log "apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" uidmap slirp4netns fuse-overlayfs >/dev/null
+fi
+python3 -c 'import venv, ensurepip' 2>/dev/null || {
+  log "apt-get install python3-venv"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+}
+
+stamp="$BSG_VENV/.requirements-dev.sha256"
+want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
+if [ ! -x "$BSG_VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "creating $BSG_VENV from requirements-dev.txt"
+  python3 -m venv "$BSG_VENV"
+  "$BSG_VENV/bin/python" -m pip install -q --upgrade pip
+  "$BSG_VENV/bin/python" -m pip install -q -r requirements-dev.txt
+  echo "$want" > "$stamp"
+fi
+
+mkdir -p .cache/collections/ansible_collections/blackwell
+ln -sfn ../../../.. .cache/collections/ansible_collections/blackwell/sglang
+
+if [ "$MOLECULE_IMAGE" = "localhost/blackwell-sglang-test:bookworm" ]; then
+  if podman image exists "$MOLECULE_IMAGE"; then
+    log "image $MOLECULE_IMAGE present"
+  else
+    "$BSG_ROOT/scripts/build-test-image.sh"
+  fi
+else
+  log "MOLECULE_IMAGE=$MOLECULE_IMAGE: not building the local image"
+fi
+log "ready"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the collection tarball, installs it into an empty collections path and runs its role by
+# FQCN from there (not from this checkout): docs render, bad input fails in preflight, and a
+# check-mode run of blackwell.sglang.cuda_toolkit on this machine completes and changes nothing.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$BSG_ROOT"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+ansible-galaxy collection build --force --output-path "$tmp/dist" . >/dev/null
+tarball="$(ls "$tmp"/dist/blackwell-sglang-*.tar.gz)"
+echo "built $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB)"
+if tar -tzf "$tarball" | grep -E '(^|/)(\.venv|\.cache|\.git)(/|$)'; then
+  echo "tarball carries build-time directories" >&2; exit 1
+fi
+export ANSIBLE_COLLECTIONS_PATH="$tmp/collections"
+ansible-galaxy collection install --force -p "$tmp/collections" "$tarball" >/dev/null
+test -f "$tmp/collections/ansible_collections/blackwell/sglang/roles/cuda_toolkit/meta/argument_specs.yml"
+cd "$tmp"
+ansible-doc -t role blackwell.sglang.cuda_toolkit | grep -q 'cuda_toolkit_target_archs'
+cat > play.yml <<'PLAY'
+---
+- name: The installed role, by FQCN
+  hosts: localhost
+  connection: local
+  gather_facts: true
+  roles:
+    - role: blackwell.sglang.cuda_toolkit
+PLAY
+if out="$(ansible-playbook play.yml -e cuda_toolkit_version=13.0 2>&1)"; then
+  echo "bad version was accepted" >&2; exit 1
+fi
+grep -q "is not a full X.Y.Z version" <<<"$out" || { echo "$out" >&2; exit 1; }
+out="$(ansible-playbook --check play.yml -e cuda_toolkit_pip_prefix="$tmp/opt-cuda" 2>&1)" || { echo "$out" >&2; exit 1; }
+grep -q "failed=0" <<<"$out" || { echo "$out" >&2; exit 1; }
+[ ! -e "$tmp/opt-cuda" ] || { echo "check mode created $tmp/opt-cuda" >&2; exit 1; }
+echo "installed collection: role runs by FQCN, preflight rejects bad input, check mode changes nothing"

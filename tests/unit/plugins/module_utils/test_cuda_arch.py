@@ -1,0 +1,72 @@
+"""The arch table: which toolkit builds which Blackwell target, and the messages for bad input."""
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import cuda_arch
+
+
+@pytest.mark.parametrize(
+    "arch,expected",
+    [
+        ("12.0", "12.8"),   # RTX PRO 6000
+        ("12.0a", "12.8"),
+        ("12.0f", "12.9"),  # family targets need 12.9
+        ("10.3", "12.9"),   # B300
+        ("10.3a", "12.9"),
+        ("12.1a", "12.9"),  # GB10
+        ("10.0", "12.8"),
+        ("9.0", "11.8"),
+        ("8.8", "13.0"),
+    ],
+)
+def test_min_toolkit(arch, expected):
+    assert cuda_arch.min_toolkit(arch) == expected
+
+
+@pytest.mark.parametrize(
+    "arch,name",
+    [("12.0", "compute_120"), ("10.3", "compute_103"), ("12.0f", "compute_120"), ("9.0", "compute_90")],
+)
+def test_compute_name(arch, name):
+    assert cuda_arch.compute_name(arch) == name
+
+
+@pytest.mark.parametrize("arch", ["sm120", "12", "12.0x", "120", "", "12.00", "compute_120"])
+def test_malformed_arch_is_rejected(arch):
+    with pytest.raises(cuda_arch.ArchError, match="not of the form M.m"):
+        cuda_arch.parse_arch(arch)
+
+
+def test_unknown_arch_names_the_known_ones():
+    with pytest.raises(cuda_arch.ArchError, match=r"unknown compute capability '13.0'.*12.0, 12.1"):
+        cuda_arch.parse_arch("13.0")
+
+
+@pytest.mark.parametrize(
+    "version,archs,problems",
+    [
+        ("13.0.2", ["12.0", "10.3"], []),
+        ("12.8.1", ["12.0"], []),
+        ("12.9.1", ["10.3", "12.1"], []),
+        ("12.8.1", ["10.3"], ["target 10.3 needs CUDA toolkit >= 12.9, but 12.8.1 was requested"]),
+        ("12.6.3", ["12.0", "9.0"], ["target 12.0 needs CUDA toolkit >= 12.8, but 12.6.3 was requested"]),
+        ("13.0.2", ["10.1"], ["target 10.1 is not built by CUDA toolkit >= 13.0 (requested 13.0.2)"]),
+        ("13.0", ["12.0"], ["CUDA toolkit version '13.0' is not a full X.Y.Z version (e.g. 13.0.2)"]),
+        ("13.0.2", "12.0", ["target archs must be a list such as ['12.0'], got '12.0'"]),
+    ],
+)
+def test_toolkit_problems(version, archs, problems):
+    assert cuda_arch.toolkit_problems(archs, version) == problems
+
+
+def test_every_problem_is_reported_at_once():
+    problems = cuda_arch.toolkit_problems(["10.3", "sm100", "12.1"], "12.8.1")
+    assert len(problems) == 3
+    assert "10.3 needs CUDA toolkit >= 12.9" in problems[0]
+    assert "'sm100' is not of the form M.m" in problems[1]
+    assert "12.1 needs CUDA toolkit >= 12.9" in problems[2]
+
+
+def test_versions_compare_numerically_not_as_strings():
+    # 12.10 > 12.9 numerically, though not as strings.
+    assert cuda_arch.toolkit_problems(["10.3"], "12.10.0") == []
