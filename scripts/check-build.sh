@@ -18,7 +18,8 @@ export ANSIBLE_COLLECTIONS_PATH="$tmp/collections"
 ansible-galaxy collection install --force -p "$tmp/collections" "$tarball" >/dev/null
 test -f "$tmp/collections/ansible_collections/blackwell/sglang/roles/cuda_toolkit/meta/argument_specs.yml"
 cd "$tmp"
-ansible-doc -t role blackwell.sglang.cuda_toolkit | grep -q 'cuda_toolkit_target_archs'
+ansible-doc -t role blackwell.sglang.cuda_toolkit | grep -q cuda_toolkit_target_archs
+ansible-doc -t role blackwell.sglang.sglang_venv | grep -q sglang_venv_wheelhouse
 cat > play.yml <<'PLAY'
 ---
 - name: The installed role, by FQCN

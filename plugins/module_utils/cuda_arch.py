@@ -38,7 +38,7 @@ ARCH_TOOLKIT = {
 
 # Arch-specific ("a") and family ("f") targets came later than the plain ones on Blackwell.
 SUFFIX_MIN_TOOLKIT = {"f": "12.9"}
-SUFFIX_ARCH_MIN_TOOLKIT = {("10.3", "a"): "12.9", ("12.1", "a"): "12.9", ("12.0", "a"): "12.8"}
+SUFFIX_ARCH_MIN_TOOLKIT = {("9.0", "a"): "12.0", ("10.3", "a"): "12.9", ("12.1", "a"): "12.9", ("12.0", "a"): "12.8"}
 
 
 class ArchError(ValueError):

@@ -1,8 +1,8 @@
-"""Bad input to cuda_toolkit: a clear error before anything on the host changes.
+"""Bad input to the roles: a clear error before anything on the host changes.
 
 Each case runs site.yml against the converged node with one bad setting (extra vars) and checks
 the play failed with a message that names the problem, reported no change, and left the host's
-toolkit files byte-for-byte as they were.
+toolkit, venvs, links and service user exactly as they were.
 """
 
 import json
@@ -13,8 +13,15 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 FINGERPRINT = (
-    "find /opt/cuda /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d "
-    "-maxdepth 3 -printf '%p %s %T@ %l\\n' 2>/dev/null | sort | sha256sum; dpkg -l | sha256sum"
+    "find /opt/cuda /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d /opt/sglang "
+    "-maxdepth 3 -printf '%p %s %T@ %l\\n' 2>/dev/null | sort | sha256sum; dpkg -l | sha256sum; "
+    "getent passwd sglang"
+)
+# An interpreter that reports Python 3.10 (Debian 12 has no 3.10 to point at).
+PY310 = "/usr/local/bin/python3.10-double"
+PY310_SCRIPT = (
+    "#!/bin/sh\necho '{\"executable\": \"%s\", \"version\": \"3.10.12\", \"abi\": \"cp310\", "
+    "\"libc\": \"glibc 2.36\", \"platforms\": [\"linux_x86_64\"]}'\n" % PY310
 )
 
 CASES = [
@@ -26,6 +33,12 @@ CASES = [
      "target 10.3 needs CUDA toolkit >= 12.9, but 12.8.1 was requested"),
     ({"cuda_toolkit_install_method": "apt", "cuda_toolkit_apt_distros": {"Ubuntu-24.04": "ubuntu2404"}},
      "this host is Debian-12"),
+    ({"sglang_venv_python": PY310},
+     "sglang_venv: %s is Python 3.10.12; SGLang needs Python >= 3.11. Set sglang_venv_python" % PY310),
+    ({"sglang_venv_packages": ["sglang"]}, 'unpinned package specs ["sglang"]'),
+    ({"sglang_venv_index_url": "htps:/pypi.example"}, 'malformed index URLs ["htps:/pypi.example"]'),
+    ({"sglang_venv_keep": 0}, "sglang_venv_keep must be >= 1 (got 0)"),
+    ({"sglang_venv_rollback": True}, "there is no previous venv to roll back to"),
 ]
 
 
@@ -42,6 +55,8 @@ def run_site(extra_vars):
 
 @pytest.mark.parametrize("extra_vars,message", CASES, ids=[m[:40] for _v, m in CASES])
 def test_bad_input_fails_clearly_and_changes_nothing(host, extra_vars, message):
+    if extra_vars.get("sglang_venv_python") == PY310:
+        host.check_output("cat > %s <<'EOF'\n%sEOF\nchmod 0755 %s" % (PY310, PY310_SCRIPT, PY310))
     before = host.check_output(FINGERPRINT)
     result = run_site(extra_vars)
     output = result.stdout + result.stderr

@@ -16,6 +16,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils import cuda_arch
         ("12.1a", "12.9"),  # GB10
         ("10.0", "12.8"),
         ("9.0", "11.8"),
+        ("9.0a", "12.0"),   # Hopper's arch-specific target (wgmma) came with CUDA 12.0
         ("8.8", "13.0"),
     ],
 )

@@ -1,0 +1,86 @@
+"""Upgrade, failed build and rollback of the SGLang venv, in this order, on the converged node.
+
+Each step runs site.yml with extra vars, as an operator would. pytest runs the tests of a file in
+order; each step starts from the state the previous one left.
+"""
+
+import json
+import os
+import subprocess
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+UPGRADED = ["sglang==0.5.23", "tomli-w==1.2.0"]
+
+
+def run_site(*extra):
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".cache", "collections")
+    env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, "site.yml")]
+    for value in extra:
+        args += ["-e", json.dumps(value)]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def links(host):
+    return host.file("/opt/sglang/current").linked_to, host.file("/opt/sglang/previous").linked_to
+
+
+def venvs(host):
+    return sorted(host.check_output("ls /opt/sglang/venvs").split())
+
+
+def imports_sglang(host):
+    return host.run("runuser -u sglang -- /opt/sglang/current/bin/python -c 'import sglang'").rc == 0
+
+
+def test_1_changed_pin_builds_a_second_venv_and_flips_current(host):
+    first = host.file("/opt/sglang/current").linked_to
+    rc, out = run_site({"sglang_venv_packages": UPGRADED})
+    assert rc == 0, out
+    current, previous = links(host)
+    assert current != first
+    assert previous == first
+    assert host.file(first + "/.sglang-venv.json").exists  # the old venv is kept
+    assert len(venvs(host)) == 2
+    assert host.run("%s/bin/python -c 'import tomli_w'" % current).rc == 0
+    assert imports_sglang(host)
+
+
+def test_2_same_spec_again_changes_nothing(host):
+    before = links(host)
+    rc, out = run_site({"sglang_venv_packages": UPGRADED})
+    assert rc == 0, out
+    assert "changed=0" in out, out
+    assert links(host) == before
+
+
+def test_3_failed_build_leaves_current_alone(host):
+    before_links, before_venvs = links(host), venvs(host)
+    rc, out = run_site({"sglang_venv_packages": ["sglang==0.0.999"]})
+    assert rc != 0
+    assert "failed and was removed" in out
+    assert "sglang==0.0.999" in out and "uv said" in out
+    assert "No solution found" in out or "not found" in out.lower()  # uv's own words
+    assert links(host) == before_links
+    assert venvs(host) == before_venvs  # no partial venv left behind
+    assert imports_sglang(host)
+
+
+def test_4_rollback_repoints_current_to_the_previous_venv(host):
+    current, previous = links(host)
+    rc, out = run_site({"sglang_venv_packages": UPGRADED}, {"sglang_venv_rollback": True})
+    assert rc == 0, out
+    assert links(host) == (previous, current)
+    assert imports_sglang(host)
+
+
+def test_5_keep_one_never_prunes_current_or_previous(host):
+    current, previous = links(host)
+    rc, out = run_site({"sglang_venv_keep": 1})
+    assert rc == 0, out
+    # current already holds the default spec's venv: nothing is built or flipped...
+    assert links(host) == (current, previous)
+    # ...and previous is never pruned, so both stay although keep is 1.
+    assert venvs(host) == sorted(os.path.basename(p) for p in (current, previous))

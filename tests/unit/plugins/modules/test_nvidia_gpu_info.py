@@ -1,0 +1,215 @@
+"""nvidia_gpu_info end to end: main() against a fake nvidia-smi that replays recorded output."""
+
+import json
+import os
+import stat
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.blackwell.sglang.plugins.modules import nvidia_gpu_info
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "nvidia_smi")
+
+FAKE = """#!/bin/sh
+echo "$*" >> "{log}"
+case "$1" in
+  topo) cat "{topo}"; exit {topo_rc} ;;
+  --query-gpu=index,name,uuid,compute_cap,memory.total,driver_version)
+    [ "$2" = "--format=csv,noheader,nounits" ] || {{ echo "unexpected format $2" >&2; exit 2; }}
+    cat "{query}"; exit {query_rc} ;;
+  *) echo "unexpected arguments: $*" >&2; exit 2 ;;
+esac
+"""
+
+
+class FakeNvidiaSmi:
+    """A shell script standing in for nvidia-smi; `calls` lists the argument lines it got."""
+
+    def __init__(self, tmp_path, query, query_rc=0, topo="/dev/null", topo_rc=0):
+        self.log = tmp_path / "calls.log"
+        self.path = tmp_path / "bin" / "nvidia-smi"
+        self.path.parent.mkdir()
+        self.path.write_text(
+            FAKE.format(
+                log=self.log,
+                query=os.path.join(FIXTURES, query),
+                query_rc=query_rc,
+                topo=topo if topo.startswith("/") else os.path.join(FIXTURES, topo),
+                topo_rc=topo_rc,
+            )
+        )
+        self.path.chmod(self.path.stat().st_mode | stat.S_IXUSR)
+
+    @property
+    def calls(self):
+        return self.log.read_text().splitlines() if self.log.exists() else []
+
+
+def run_module(capsys, args, check_mode=False):
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            nvidia_gpu_info.main()
+    result = json.loads(capsys.readouterr().out)
+    result["_rc"] = exit_info.value.code
+    return result
+
+
+def test_rtx_pro_6000_host(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "rtx_pro_6000_x8.query.txt", topo="rtx_pro_6000_x8.topo.txt")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["_rc"] == 0
+    assert result["changed"] is False
+    assert "failed" not in result
+    assert result["present"] is True
+    assert result["count"] == 8
+    assert result["compute_capabilities"] == ["12.0"]
+    assert result["driver_version"] == "580.95.05"
+    assert result["interconnect"] == "pcie"
+    assert result["error"] is None
+    assert result["gpus"][0] == {
+        "index": 0,
+        "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "uuid": "GPU-5e6f33d1-99b1-4244-a573-942498a4a201",
+        "compute_capability": "12.0",
+        "memory_mib": 97887,
+        "driver_version": "580.95.05",
+    }
+    assert [gpu["index"] for gpu in result["gpus"]] == list(range(8))
+    assert smi.calls == [
+        "--query-gpu=index,name,uuid,compute_cap,memory.total,driver_version --format=csv,noheader,nounits",
+        "topo -m",
+    ]
+
+
+def test_b300_host_is_nvlink(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt", topo="b300_x8.topo.txt")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["present"] is True
+    assert result["count"] == 8
+    assert result["compute_capabilities"] == ["10.3"]
+    assert result["interconnect"] == "nvlink"
+    assert {gpu["name"] for gpu in result["gpus"]} == {"NVIDIA B300 SXM6 AC"}
+    assert {gpu["memory_mib"] for gpu in result["gpus"]} == {275040}
+
+
+@pytest.mark.parametrize(
+    "name,cc,memory,driver",
+    [("h200_x1", "9.0", 143771, "570.172.08"), ("gb10_x1", "12.1", None, "580.95.05")],
+)
+def test_single_gpu_skips_topology(tmp_path, capsys, name, cc, memory, driver):
+    smi = FakeNvidiaSmi(tmp_path, name + ".query.txt", topo=name + ".topo.txt")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["present"] is True
+    assert result["count"] == 1
+    assert result["compute_capabilities"] == [cc]
+    assert result["gpus"][0]["memory_mib"] == memory
+    assert result["driver_version"] == driver
+    assert result["interconnect"] == "none"
+    assert len(smi.calls) == 1 and not smi.calls[0].startswith("topo")
+
+
+def test_check_mode_reports_the_same(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt", topo="b300_x8.topo.txt")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)}, check_mode=True)
+    assert result["present"] is True
+    assert result["interconnect"] == "nvlink"
+    assert result["changed"] is False
+
+
+def test_found_on_path(tmp_path, capsys, monkeypatch):
+    smi = FakeNvidiaSmi(tmp_path, "h200_x1.query.txt")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(smi.path.parent), os.environ["PATH"]]))
+    result = run_module(capsys, {})
+    assert result["present"] is True
+    assert result["gpus"][0]["name"] == "NVIDIA H200"
+    assert len(smi.calls) == 1
+
+
+def test_no_nvidia_smi_is_not_a_failure(tmp_path, capsys, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    # get_bin_path also looks in the sbin directories, whatever PATH says.
+    if any(os.path.exists(os.path.join(d, "nvidia-smi")) for d in ("/sbin", "/usr/sbin", "/usr/local/sbin")):
+        pytest.skip("this machine has nvidia-smi in an sbin directory")
+    result = run_module(capsys, {})
+    assert result["_rc"] == 0
+    assert "failed" not in result
+    assert result["present"] is False
+    assert result["gpus"] == []
+    assert result["count"] == 0
+    assert result["compute_capabilities"] == []
+    assert result["driver_version"] is None
+    assert result["interconnect"] == "none"
+    assert result["error"] == "nvidia-smi not found on PATH; the NVIDIA driver is not installed on this host"
+
+
+def test_nvidia_smi_path_that_is_not_there(tmp_path, capsys):
+    result = run_module(capsys, {"nvidia_smi_path": str(tmp_path / "nope" / "nvidia-smi")})
+    assert "failed" not in result
+    assert result["present"] is False
+    assert result["error"] == "nvidia_smi_path %s is not an executable file" % (tmp_path / "nope" / "nvidia-smi")
+
+
+@pytest.mark.parametrize(
+    "fixture,rc,error",
+    [
+        (
+            "driver_not_loaded.txt",
+            9,
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+            "Make sure that the latest NVIDIA driver is installed and running.",
+        ),
+        ("no_devices.txt", 6, "No devices were found"),
+        ("no_devices.txt", 0, "No devices were found"),  # whatever the exit status
+        (
+            "driver_library_mismatch.txt",
+            18,
+            "Failed to initialize NVML: Driver/library version mismatch NVML library version: 580.95",
+        ),
+        ("h200_x1.query.txt", 15, None),  # unrecognised non-zero exit: see the next test
+    ],
+)
+def test_driver_errors_are_reported_not_failed(tmp_path, capsys, fixture, rc, error):
+    smi = FakeNvidiaSmi(tmp_path, fixture, query_rc=rc)
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["_rc"] == 0
+    assert "failed" not in result
+    assert result["present"] is False
+    assert result["gpus"] == [] and result["count"] == 0
+    if error is None:
+        assert result["error"].startswith("nvidia-smi exited with rc 15: 0, NVIDIA H200, GPU-")
+    else:
+        assert result["error"] == error
+    assert len(smi.calls) == 1  # no topo without GPUs
+
+
+def test_non_zero_exit_without_output(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "/dev/null", query_rc=4)
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["present"] is False
+    assert result["error"] == "nvidia-smi exited with rc 4: no output"
+
+
+def test_topology_failure_leaves_interconnect_unknown(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt", topo="driver_not_loaded.txt", topo_rc=9)
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["present"] is True
+    assert result["count"] == 8
+    assert result["interconnect"] == "unknown"
+    # ansible-core 2.19 sends warnings as structured events; older releases as plain strings.
+    assert "nvidia-smi topo -m failed, interconnect unknown: NVIDIA-SMI has failed" in json.dumps(result["warnings"])
+
+
+def test_unparseable_gpu_list_fails(tmp_path, capsys):
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("index, name\n0, something\n")
+    smi = FakeNvidiaSmi(tmp_path, str(garbage))
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["_rc"] == 1
+    assert result["failed"] is True
+    assert "could not parse the output of" in result["msg"]
+    assert "expected 6 comma-separated fields" in result["msg"]
