@@ -9,6 +9,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$BSG_ROOT"
 step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
+# Molecule (through ansible-compat) installs this collection into ~/.ansible/collections, and
+# ansible-lint prefers a copy there to this checkout: drop a copy left by an earlier run.
+rm -rf "$HOME/.ansible/collections/ansible_collections/blackwell/sglang"
+
 step "yamllint"
 yamllint -s .
 step "ansible-lint (profile production)"

@@ -27,7 +27,7 @@ def test_current_points_at_a_complete_built_venv(host):
 
 def test_venv_is_owned_by_the_service_user(host):
     target = host.file(CURRENT).linked_to
-    for path in (target, target + "/bin/python", target + "/lib"):
+    for path in (target, target + "/bin", target + "/lib", target + "/.sglang-venv.json"):
         assert host.file(path).user == "sglang", path
     assert host.file("/opt/sglang").user == "root"  # the service cannot repoint current
     not_sglang = host.check_output("find %s -xdev ! -user sglang | head -5" % target)

@@ -1,0 +1,317 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: flashinfer_jit_cache
+short_description: Clear, pre-warm and repair FlashInfer's JIT kernel cache
+version_added: 0.1.0
+author: blackwell.sglang developers (!UNKNOWN)
+description:
+  - Asks the installed FlashInfer where its JIT cache is
+    (C(flashinfer.jit.env.FLASHINFER_JIT_DIR), i.e.
+    C($FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<arch>/cached_ops) from 0.4.1), which
+    targets it builds for (its own C(TARGET_CUDA_ARCHS), checked with its own C(check_cuda_arch())),
+    and how to build each module (C(flashinfer.jit.<name>.gen_<name>_module())). Nothing is guessed.
+  - C(state=present) builds the requested modules compile-only with FlashInfer's own ninja build, so
+    no GPU is needed, and skips what is built (FlashInfer's ninja decides; a warm check of the
+    C(sampling) module takes about 4 seconds). Before that it repairs what a killed or interrupted
+    build leaves, a zero-byte, truncated or non-ELF C(.so) (removed, then relinked) and lock files
+    no process holds.
+  - Must run with the SGLang venv's interpreter (C(ansible_python_interpreter)) and as the service
+    user, with the same environment file the services use (O(env_file)), so FlashInfer's build
+    files never see another environment and the services never rebuild.
+  - C(FLASHINFER_JIT_VERBOSE) and C(FLASHINFER_JIT_DEBUG) are removed from the environment; they
+    switch FlashInfer to debug builds (C(-G -O0)), many times slower and not what services load.
+options:
+  state:
+    description:
+      - C(present) builds missing modules and repairs broken ones.
+      - C(absent) removes this FlashInfer version's cache for these targets
+        (C(.cache/flashinfer/<version>/<arch>)), or the whole C(.cache/flashinfer) with O(scope=all).
+      - C(rebuilt) is C(absent) then C(present).
+    type: str
+    choices: [present, absent, rebuilt]
+    default: present
+  modules:
+    description:
+      - FlashInfer JIT modules to warm, by name (C(sampling) serves C(top_k_top_p_sampling_from_probs)).
+      - Default C([sampling, topk]), restricted to those the installed FlashInfer has.
+      - An empty list only inspects and checks the targets (a probe).
+    type: list
+    elements: str
+  env_file:
+    description:
+      - A systemd-style environment file (C(KEY=VALUE) lines) applied before FlashInfer is imported,
+        normally the one the C(flashinfer) role writes for the units (C(/etc/sglang/flashinfer.env)).
+    type: path
+  workspace_base:
+    description: Overrides C(FLASHINFER_WORKSPACE_BASE) (the cache lives in its C(.cache/flashinfer)).
+    type: path
+  jobs:
+    description: Parallel compile jobs for ninja (C(MAX_JOBS)); default is ninja's own (cores + 2).
+    type: int
+  scope:
+    description: With O(state=absent) or O(state=rebuilt), C(version) removes this version/arch dir only; C(all) removes every version.
+    type: str
+    choices: [version, all]
+    default: version
+  expected_archs:
+    description:
+      - FlashInfer target spellings the host must end up with (e.g. C([12.0f])). When given, the
+        module fails unless FlashInfer's own target-arch set equals it.
+    type: list
+    elements: str
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would be built, repaired or removed; builds and removes nothing.
+  diff_mode:
+    support: full
+    details: The list of compiled modules in this version/arch cache, before and after.
+notes:
+  - Failure modes, each with a message that says what to fix - no C(flashinfer) in the interpreter;
+    C(nvcc) missing under C(CUDA_HOME) or too old for a target (names both versions); FlashInfer's
+    own arch error (for example C(FlashInfer requires GPUs with sm75 or higher)) when its target
+    set is empty; targets that differ from O(expected_archs); an unknown module name; a failed
+    ninja build (FlashInfer's ninja output is returned).
+  - Compile time on 2 CPU cores without a GPU - C(sampling) for C(12.0f) about 110 s; C(topk) takes
+    over 7 minutes even on 16 cores.
+seealso:
+  - name: FlashInfer JIT
+    description: FlashInfer's JIT compilation and cache layout.
+    link: https://docs.flashinfer.ai/
+"""
+
+EXAMPLES = r"""
+- name: Pre-warm the sampling kernels as the service user with the units' environment
+  blackwell.sglang.flashinfer_jit_cache:
+    modules: [sampling]
+    env_file: /etc/sglang/flashinfer.env
+    expected_archs: ["12.0f"]
+  become: true
+  become_user: sglang
+  vars:
+    ansible_python_interpreter: /opt/sglang/current/bin/python
+
+- name: Probe only - FlashInfer's targets and cache dir, no build
+  blackwell.sglang.flashinfer_jit_cache:
+    modules: []
+    env_file: /etc/sglang/flashinfer.env
+  register: probe
+
+- name: Throw this version's cache away and build it again
+  blackwell.sglang.flashinfer_jit_cache:
+    state: rebuilt
+    modules: [sampling, topk]
+    env_file: /etc/sglang/flashinfer.env
+    jobs: 16
+"""
+
+RETURN = r"""
+cache_dir:
+  description: FlashInfer's JIT dir for this version and these targets (C(FLASHINFER_JIT_DIR)).
+  returned: always
+  type: str
+  sample: /var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops
+flashinfer_version:
+  description: The installed FlashInfer's version (C(flashinfer.__version__)).
+  returned: always
+  type: str
+  sample: 0.7.2
+archs:
+  description: FlashInfer's own target-arch set (C(TARGET_CUDA_ARCHS)), as C(M.m) plus suffix.
+  returned: always
+  type: list
+  elements: str
+  sample: ["12.0f"]
+nvcc:
+  description: Path and release of the nvcc FlashInfer runs (C(CUDA_HOME/bin/nvcc --version)).
+  returned: when state is present or rebuilt
+  type: dict
+  sample: {path: /opt/cuda/13.0.2/bin/nvcc, version: "13.0"}
+built:
+  description: Modules compiled or relinked by this run.
+  returned: always
+  type: list
+  elements: str
+  sample: [sampling]
+skipped_modules:
+  description:
+    - Modules that were already built and up to date (named so because Ansible reserves C(skipped)
+      in a result for a skipped task).
+  returned: always
+  type: list
+  elements: str
+repaired:
+  description: What was repaired, one line each (broken C(.so) files, stale lock files).
+  returned: always
+  type: list
+  elements: str
+  sample: ["sampling.so: truncated: section headers end at byte 1893312, file has 4096"]
+removed:
+  description: Directories removed by C(absent)/C(rebuilt).
+  returned: always
+  type: list
+  elements: str
+seconds:
+  description: Wall time per module, in seconds (build or up-to-date check).
+  returned: always
+  type: dict
+  sample: {sampling: 112.4}
+"""
+
+import os
+import sys
+
+# Run as a plain script (python3 .../flashinfer_jit_cache.py args.json), Python puts this file's
+# directory first on sys.path, and FlashInfer's probe for its own AOT package, also named
+# `flashinfer_jit_cache`, would import this module instead. Take that entry out.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError, min_toolkit  # noqa: E402
+
+try:
+    from packaging.version import Version
+except ImportError:  # pragma: no cover
+    from ansible.module_utils.compat.version import LooseVersion as Version  # type: ignore
+
+DEFAULT_MODULES = ("sampling", "topk")
+
+
+def prepare_environment(params):
+    if params["env_file"]:
+        try:
+            os.environ.update(fj.read_env_file(params["env_file"]))
+        except OSError as exc:
+            raise fj.JitCacheError("cannot read env_file %s: %s" % (params["env_file"], exc)) from exc
+    if params["workspace_base"]:
+        os.environ["FLASHINFER_WORKSPACE_BASE"] = params["workspace_base"]
+    if params["jobs"]:
+        os.environ["MAX_JOBS"] = str(params["jobs"])
+    for name in fj.DEBUG_VARIABLES:
+        os.environ.pop(name, None)
+
+
+def check_toolkit(cache, archs):
+    nvcc, release = cache.nvcc()
+    too_old = []
+    for arch in archs:
+        try:
+            need = min_toolkit(arch)
+        except ArchError:
+            continue
+        if Version(release) < Version(need):
+            too_old.append("%s needs CUDA >= %s" % (arch, need))
+    if too_old:
+        raise fj.JitCacheError("nvcc %s at %s is too old: %s" % (release, nvcc, "; ".join(too_old)))
+    return {"path": nvcc, "version": release}
+
+
+def run(module):
+    params = module.params
+    prepare_environment(params)
+    cache = fj.FlashInferCache()
+    result = dict(changed=False, cache_dir=cache.jit_dir, flashinfer_version=cache.version,
+                  archs=cache.target_archs(), built=[], skipped_modules=[], repaired=[], removed=[], seconds={})
+    cache.check_cuda_arch()
+    result["archs"] = cache.target_archs()
+    expected = params["expected_archs"]
+    if expected is not None and sorted(expected) != sorted(result["archs"]):
+        raise fj.JitCacheError(
+            "FlashInfer %s targets %s with this environment, expected %s"
+            % (cache.version, result["archs"] or "nothing", sorted(expected))
+        )
+    before = cache.compiled_modules()
+
+    if params["state"] in ("absent", "rebuilt"):
+        target = cache.cache_root if params["scope"] == "all" else cache.workspace_dir
+        if fj.has_files(target):  # not the empty dirs importing FlashInfer just created
+            result["removed"].append(target)
+            if not module.check_mode:
+                fj.remove_tree(target)
+
+    if params["state"] in ("present", "rebuilt"):
+        names = params["modules"]
+        if names is None:
+            names = [name for name in DEFAULT_MODULES if cache.has_module(name)]
+        specs = {}
+        for name in names:
+            spec = cache.spec(name)
+            if spec is None:
+                raise fj.JitCacheError("FlashInfer %s has no JIT module %r" % (cache.version, name))
+            specs[name] = spec
+        if specs:
+            result["nvcc"] = check_toolkit(cache, result["archs"])
+        removing = bool(result["removed"])
+        for name, spec in specs.items():
+            # FlashInfer's locks stay on disk after every build; one matters only when no process
+            # holds it and its module never finished (the build that took it was killed).
+            lock = os.path.join(cache.lock_dir(), name + ".lock")
+            if lock in fj.stale_locks(cache.lock_dir()) and fj.so_problem(cache.library_path(spec)):
+                result["repaired"].append("%s: lock file left by a killed build" % os.path.basename(lock))
+                if not module.check_mode:
+                    os.unlink(lock)
+            library = cache.library_path(spec)
+            problem = None if removing else fj.so_problem(library)
+            if problem not in (None, "missing"):
+                result["repaired"].append("%s: %s" % (os.path.basename(library), problem))
+                if not module.check_mode:
+                    os.unlink(library)
+            if module.check_mode:
+                (result["built"] if removing or problem else result["skipped_modules"]).append(name)
+                continue
+            fingerprint = fj.library_fingerprint(library)
+            try:
+                result["seconds"][name] = fj.timed(cache.build, spec)
+            except RuntimeError as exc:
+                raise fj.JitCacheError("building FlashInfer module %s failed: %s" % (name, exc)) from exc
+            still_broken = fj.so_problem(library)
+            if still_broken:
+                raise fj.JitCacheError("%s is %s after building %s" % (library, still_broken, name))
+            changed = fj.library_fingerprint(library) != fingerprint
+            (result["built"] if changed else result["skipped_modules"]).append(name)
+
+    after = before if module.check_mode else cache.compiled_modules()
+    if module.check_mode:
+        after = sorted(set(n for n in before if not result["removed"]) | set(result["built"]))
+    result["changed"] = bool(result["built"] or result["repaired"] or result["removed"])
+    if module._diff:
+        result["diff"] = {
+            "before": {"cache_dir": cache.jit_dir, "modules": before},
+            "after": {"cache_dir": cache.jit_dir, "modules": after},
+        }
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", default="present", choices=["present", "absent", "rebuilt"]),
+            modules=dict(type="list", elements="str"),
+            env_file=dict(type="path"),
+            workspace_base=dict(type="path"),
+            jobs=dict(type="int"),
+            scope=dict(type="str", default="version", choices=["version", "all"]),
+            expected_archs=dict(type="list", elements="str"),
+        ),
+        supports_check_mode=True,
+    )
+    if module.params["jobs"] is not None and module.params["jobs"] < 1:
+        module.fail_json(msg="jobs must be >= 1, got %d" % module.params["jobs"])
+    try:
+        result = run(module)
+    except fj.JitCacheError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""flashinfer_jit helpers: env files, broken shared objects, stale locks, library fingerprints."""
+
+import fcntl
+import os
+import struct
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+
+
+def elf64(payload=64, shnum=3, shentsize=64):
+    """A small but whole ELF64 shared object: header, payload, then the section header table."""
+    shoff = 64 + payload
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)  # ELFCLASS64, little endian, EV_CURRENT
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, shentsize, shnum, 0)
+    assert len(header) == 64
+    return header + b"\xab" * payload + bytes(shentsize * shnum)
+
+
+# ---- read_env_file ---------------------------------------------------------------------------
+
+def test_read_env_file_comments_quotes_and_export(tmp_path):
+    env = tmp_path / "flashinfer.env"
+    env.write_text(
+        "# written by the flashinfer role\n"
+        "; also a comment\n"
+        "\n"
+        "FLASHINFER_CUDA_ARCH_LIST=12.0f\n"
+        "export CUDA_HOME=/opt/cuda/13.0.2\n"
+        "FLASHINFER_WORKSPACE_BASE=\"/var/lib/sglang\"\n"
+        "PATH='/opt/cuda/13.0.2/bin:/usr/bin'\n"
+        "   INDENTED=  padded  \n"
+        "EMPTY=\n"
+        "HALF=\"unbalanced\n"
+        "EQUALS=a=b\n"
+    )
+    assert fj.read_env_file(str(env)) == {
+        "FLASHINFER_CUDA_ARCH_LIST": "12.0f",
+        "CUDA_HOME": "/opt/cuda/13.0.2",
+        "FLASHINFER_WORKSPACE_BASE": "/var/lib/sglang",
+        "PATH": "/opt/cuda/13.0.2/bin:/usr/bin",
+        "INDENTED": "padded",
+        "EMPTY": "",
+        "HALF": "\"unbalanced",
+        "EQUALS": "a=b",
+    }
+
+
+@pytest.mark.parametrize("line", ["not an assignment", "1BAD=x", "KEY WITH SPACE=x", "=value"])
+def test_read_env_file_bad_line_raises(tmp_path, line):
+    env = tmp_path / "bad.env"
+    env.write_text("GOOD=1\n%s\n" % line)
+    with pytest.raises(fj.JitCacheError) as info:
+        fj.read_env_file(str(env))
+    assert str(env) in str(info.value)
+    assert repr(line) in str(info.value)
+
+
+def test_read_env_file_missing_raises_oserror(tmp_path):
+    with pytest.raises(OSError):
+        fj.read_env_file(str(tmp_path / "absent.env"))
+
+
+# ---- so_problem ------------------------------------------------------------------------------
+
+def test_so_problem_whole_elf_is_none(tmp_path):
+    so = tmp_path / "sampling.so"
+    so.write_bytes(elf64())
+    assert fj.so_problem(str(so)) is None
+
+
+def test_so_problem_missing(tmp_path):
+    assert fj.so_problem(str(tmp_path / "nope.so")) == "missing"
+
+
+def test_so_problem_empty(tmp_path):
+    so = tmp_path / "sampling.so"
+    so.write_bytes(b"")
+    assert fj.so_problem(str(so)) == "empty (0 bytes)"
+
+
+def test_so_problem_not_elf(tmp_path):
+    so = tmp_path / "sampling.so"
+    so.write_bytes(b"#!/bin/sh\necho not a library\n" * 4)
+    assert fj.so_problem(str(so)) == "not an ELF file"
+
+
+def test_so_problem_truncated_section_headers(tmp_path):
+    whole = elf64(payload=256, shnum=5)
+    so = tmp_path / "sampling.so"
+    so.write_bytes(whole[:200])
+    assert fj.so_problem(str(so)) == "truncated: section headers end at byte %d, file has 200" % len(whole)
+
+
+def test_so_problem_one_byte_short_is_truncated(tmp_path):
+    whole = elf64()
+    so = tmp_path / "sampling.so"
+    so.write_bytes(whole[:-1])
+    assert fj.so_problem(str(so)).startswith("truncated")
+    so.write_bytes(whole)
+    assert fj.so_problem(str(so)) is None
+
+
+def test_so_problem_truncated_header(tmp_path):
+    so = tmp_path / "sampling.so"
+    so.write_bytes(elf64()[:40])
+    assert fj.so_problem(str(so)) == "truncated ELF header (40 bytes)"
+
+
+# ---- stale_locks -----------------------------------------------------------------------------
+
+def test_stale_locks_missing_dir_is_empty(tmp_path):
+    assert fj.stale_locks(str(tmp_path / "no-such-dir")) == []
+
+
+def test_stale_locks_lists_unheld_lock_files_only(tmp_path):
+    (tmp_path / "sampling.lock").write_text("")
+    (tmp_path / "topk.lock").write_text("")
+    (tmp_path / "sampling.so").write_text("not a lock")
+    assert fj.stale_locks(str(tmp_path)) == [str(tmp_path / "sampling.lock"), str(tmp_path / "topk.lock")]
+
+
+def test_stale_locks_skips_a_held_lock(tmp_path):
+    held = tmp_path / "sampling.lock"
+    free = tmp_path / "topk.lock"
+    held.write_text("")
+    free.write_text("")
+    # flock belongs to the open file description: a separate os.open in this process conflicts
+    # with the one stale_locks makes, exactly as a lock held by a running build would.
+    fd = os.open(str(held), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert fj.stale_locks(str(tmp_path)) == [str(free)]
+        # stale_locks must not have taken or released the holder's lock.
+        probe = os.open(str(held), os.O_RDWR)
+        try:
+            with pytest.raises(OSError):
+                fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(probe)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    assert fj.stale_locks(str(tmp_path)) == [str(held), str(free)]
+
+
+def test_stale_locks_leaves_files_in_place(tmp_path):
+    lock = tmp_path / "sampling.lock"
+    lock.write_text("")
+    fj.stale_locks(str(tmp_path))
+    assert lock.exists()
+
+
+# ---- library_fingerprint ---------------------------------------------------------------------
+
+def test_library_fingerprint_missing_is_none(tmp_path):
+    assert fj.library_fingerprint(str(tmp_path / "sampling.so")) is None
+
+
+def test_library_fingerprint_stable_until_relinked(tmp_path):
+    so = tmp_path / "sampling.so"
+    so.write_bytes(elf64())
+    first = fj.library_fingerprint(str(so))
+    stat = os.stat(str(so))
+    assert first == (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    assert fj.library_fingerprint(str(so)) == first
+    # A relink writes a new file and renames it over the old one: new inode, new fingerprint.
+    new = tmp_path / "sampling.so.tmp"
+    new.write_bytes(elf64(payload=128))
+    os.replace(str(new), str(so))
+    assert fj.library_fingerprint(str(so)) != first
+    # Same size, rewritten in place with a later mtime: still a different fingerprint.
+    second = fj.library_fingerprint(str(so))
+    os.utime(str(so), ns=(stat.st_atime_ns, stat.st_mtime_ns + 10 ** 9))
+    assert fj.library_fingerprint(str(so)) != second
+
+
+# ---- has_files -------------------------------------------------------------------------------
+
+def test_has_files_ignores_empty_directories(tmp_path):
+    assert fj.has_files(str(tmp_path / "missing")) is False
+    workspace = tmp_path / ".cache" / "flashinfer" / "0.7.2" / "120f"
+    workspace.mkdir(parents=True)  # what importing FlashInfer creates
+    assert fj.has_files(str(tmp_path / ".cache")) is False
+    lock = workspace / "cached_ops" / "tmp" / "sampling.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    assert fj.has_files(str(tmp_path / ".cache")) is True
+    assert fj.has_files(str(workspace)) is True

@@ -1,0 +1,635 @@
+"""flashinfer_jit_cache end to end: main() against a small fake `flashinfer` package.
+
+The fake mirrors what the module relies on in the real FlashInfer: jit/env.py computes
+FLASHINFER_JIT_DIR at import time from FLASHINFER_WORKSPACE_BASE and FLASHINFER_CUDA_ARCH_LIST
+(<base>/.cache/flashinfer/<version>/<arch>/cached_ops), importing jit/core.py creates the
+workspace dir, core.check_cuda_arch() raises FlashInfer's own error for an empty target set,
+cpp_ext.get_cuda_path() is CUDA_HOME, and a JitSpec builds <jit_dir>/<name>/<name>.so under
+<jit_dir>/tmp/<name>.lock like FlashInfer's ninja build (a no-op when the .so exists). The
+real FlashInfer is exercised in Molecule.
+"""
+
+import fcntl
+import inspect
+import json
+import os
+import stat
+import struct
+import sys
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_jit_cache
+
+VERSION = "0.7.2"
+LOCK_LINE = "sampling.lock: lock file left by a killed build"
+ENV_NAMES = (
+    "FLASHINFER_WORKSPACE_BASE", "FLASHINFER_CUDA_ARCH_LIST", "FLASHINFER_JIT_VERBOSE",
+    "FLASHINFER_JIT_DEBUG", "CUDA_HOME", "MAX_JOBS", "FAKE_FLASHINFER_FAIL",
+)
+
+
+def elf64(payload=64, shnum=3, shentsize=64):
+    """A small but whole ELF64 shared object: header, payload, then the section header table."""
+    shoff = 64 + payload
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)  # ELFCLASS64, little endian, EV_CURRENT
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, shentsize, shnum, 0)
+    return header + b"\xab" * payload + bytes(shentsize * shnum)
+
+
+FAKE_FILES = {
+    "flashinfer/__init__.py": '__version__ = "@VERSION@"\n',
+    "flashinfer/compilation_context.py": '''
+import os
+
+
+class CompilationContext:
+    def __init__(self):
+        self.TARGET_CUDA_ARCHS = set()
+        for arch in os.environ.get("FLASHINFER_CUDA_ARCH_LIST", "").split():
+            major, minor = arch.split(".")
+            self.TARGET_CUDA_ARCHS.add((int(major), minor))
+''',
+    "flashinfer/jit/__init__.py": "",
+    "flashinfer/jit/env.py": '''
+import os
+import pathlib
+
+from ..compilation_context import CompilationContext
+
+flashinfer_version = "@VERSION@"
+FLASHINFER_BASE_DIR = pathlib.Path(os.getenv("FLASHINFER_WORKSPACE_BASE", pathlib.Path.home().as_posix()))
+FLASHINFER_CACHE_DIR = FLASHINFER_BASE_DIR / ".cache" / "flashinfer"
+
+
+def _get_workspace_dir_name():
+    context = CompilationContext()
+    arch = "_".join("%s%s" % (major, minor) for major, minor in sorted(context.TARGET_CUDA_ARCHS))
+    return FLASHINFER_CACHE_DIR / flashinfer_version / arch
+
+
+FLASHINFER_WORKSPACE_DIR = _get_workspace_dir_name()
+FLASHINFER_JIT_DIR = FLASHINFER_WORKSPACE_DIR / "cached_ops"
+''',
+    "flashinfer/jit/core.py": '''
+import fcntl
+import json
+import os
+import struct
+
+from ..compilation_context import CompilationContext
+from . import env as jit_env
+
+# Like FlashInfer: importing the JIT core creates the workspace dir.
+os.makedirs(jit_env.FLASHINFER_WORKSPACE_DIR, exist_ok=True)
+current_compilation_context = CompilationContext()
+BUILD_LOG = "@LOG@"
+
+
+def check_cuda_arch():
+    if not any(major >= 8 or (major == 7 and minor.isdigit() and int(minor) >= 5)
+               for major, minor in current_compilation_context.TARGET_CUDA_ARCHS):
+        raise RuntimeError("FlashInfer requires GPUs with sm75 or higher. Detected TARGET_CUDA_ARCHS=%s."
+                           % sorted(current_compilation_context.TARGET_CUDA_ARCHS))
+
+
+@ELF64@
+
+
+class JitSpec:
+    def __init__(self, name):
+        self.name = name
+
+    @property
+    def jit_library_path(self):
+        return jit_env.FLASHINFER_JIT_DIR / self.name / (self.name + ".so")
+
+    @property
+    def lock_path(self):
+        return jit_env.FLASHINFER_JIT_DIR / "tmp" / (self.name + ".lock")
+
+    def build(self, verbose, need_lock=True):
+        record = {
+            "name": self.name, "verbose": verbose, "need_lock": need_lock,
+            "lock_existed": self.lock_path.exists(),
+            "env": {k: v for k, v in os.environ.items() if k.startswith(("FLASHINFER_", "MAX_JOBS", "CUDA_HOME"))},
+        }
+        fd = None
+        if need_lock:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(str(self.lock_path), os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.environ.get("FAKE_FLASHINFER_FAIL"):
+                record["compiled"] = False
+                raise RuntimeError("Ninja build failed. Ninja output:\\nnvcc fatal   : Unsupported gpu architecture")
+            library = self.jit_library_path
+            record["compiled"] = not library.exists()  # ninja: up to date when the output exists
+            if record["compiled"]:
+                library.parent.mkdir(parents=True, exist_ok=True)
+                library.write_bytes(elf64(payload=512))
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            with open(BUILD_LOG, "a") as log:
+                log.write(json.dumps(record) + "\\n")
+''',
+    "flashinfer/jit/cpp_ext.py": '''
+import os
+
+
+def get_cuda_path():
+    cuda_home = os.environ.get("CUDA_HOME")
+    if not cuda_home:
+        raise RuntimeError("Could not find CUDA_HOME")
+    return cuda_home
+''',
+    "flashinfer/jit/sampling.py": '''
+from .core import JitSpec
+
+
+def gen_sampling_module():
+    return JitSpec("sampling")
+''',
+}
+
+NVCC = """#!/bin/sh
+echo "nvcc: NVIDIA (R) Cuda compiler driver"
+echo "Cuda compilation tools, release {release}, V{release}.88"
+"""
+
+
+def drop_flashinfer_modules():
+    for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+        del sys.modules[name]
+
+
+class FakeFlashInfer:
+    """The fake package on sys.path, a workspace base, and a CUDA_HOME with a fake nvcc."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        self.tmp_path = tmp_path
+        self.monkeypatch = monkeypatch
+        self.log = tmp_path / "builds.jsonl"
+        self.site = tmp_path / "site"
+        for rel, text in FAKE_FILES.items():
+            path = self.site / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                text.replace("@VERSION@", VERSION).replace("@LOG@", str(self.log))
+                .replace("@ELF64@", inspect.getsource(elf64))
+            )
+        self.base = tmp_path / "sglang-home"
+        self.base.mkdir()
+        self.cuda_home = tmp_path / "cuda"
+        self.set_nvcc("13.0")
+        monkeypatch.syspath_prepend(str(self.site))
+        monkeypatch.setenv("CUDA_HOME", str(self.cuda_home))
+        monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "12.0f")
+
+    def set_nvcc(self, release, cuda_home=None):
+        nvcc = (cuda_home or self.cuda_home) / "bin" / "nvcc"
+        nvcc.parent.mkdir(parents=True, exist_ok=True)
+        nvcc.write_text(NVCC.format(release=release))
+        nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+        return nvcc
+
+    def cache_root(self, base=None):
+        return (base or self.base) / ".cache" / "flashinfer"
+
+    def workspace(self, arch="120f", base=None):
+        return self.cache_root(base) / VERSION / arch
+
+    def jit_dir(self, arch="120f", base=None):
+        return self.workspace(arch, base) / "cached_ops"
+
+    def so(self, arch="120f", base=None):
+        return self.jit_dir(arch, base) / "sampling" / "sampling.so"
+
+    def lock(self, arch="120f", base=None):
+        return self.jit_dir(arch, base) / "tmp" / "sampling.lock"
+
+    @property
+    def builds(self):
+        """Every call of spec.build(), in order, with what it saw."""
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    @property
+    def compiles(self):
+        return [record for record in self.builds if record["compiled"]]
+
+    def run(self, capsys, check_mode=False, diff=False, **args):
+        """One module run, like Ansible's: a fresh interpreter state, so FlashInfer is imported anew."""
+        args.setdefault("workspace_base", str(self.base))
+        if check_mode:
+            args["_ansible_check_mode"] = True
+        if diff:
+            args["_ansible_diff"] = True
+        drop_flashinfer_modules()
+        with patch_module_args(args):
+            with pytest.raises(SystemExit) as exit_info:
+                flashinfer_jit_cache.main()
+        drop_flashinfer_modules()
+        result = json.loads(capsys.readouterr().out)
+        result["_rc"] = exit_info.value.code
+        return result
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    saved = dict(os.environ)
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    drop_flashinfer_modules()
+    yield FakeFlashInfer(tmp_path, monkeypatch)
+    drop_flashinfer_modules()
+    # The module writes os.environ directly (env_file, workspace_base, jobs): put it back.
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def ok(result):
+    assert result["_rc"] == 0, result
+    assert "failed" not in result, result
+    return result
+
+
+def failed(result):
+    assert result["_rc"] == 1, result
+    assert result["failed"] is True
+    return result["msg"]
+
+
+# ---- present ---------------------------------------------------------------------------------
+
+def test_cold_present_builds(fake, capsys):
+    result = ok(fake.run(capsys, modules=["sampling"], expected_archs=["12.0f"]))
+    assert result["changed"] is True
+    assert result["built"] == ["sampling"]
+    assert result["skipped_modules"] == []
+    assert result["repaired"] == [] and result["removed"] == []
+    assert set(result["seconds"]) == {"sampling"}
+    assert result["cache_dir"] == str(fake.jit_dir("120f"))
+    assert result["cache_dir"].startswith(str(fake.base) + os.sep)
+    assert "/120f/" in result["cache_dir"]
+    assert result["flashinfer_version"] == VERSION
+    assert result["archs"] == ["12.0f"]
+    assert result["nvcc"] == {"path": str(fake.cuda_home / "bin" / "nvcc"), "version": "13.0"}
+    assert fj.so_problem(str(fake.so())) is None
+    [build] = fake.builds
+    assert build["compiled"] is True
+    assert build["verbose"] is False and build["need_lock"] is True
+    assert fake.lock().exists()  # FlashInfer leaves its lock files behind
+
+
+def test_second_run_skips(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    fingerprint = fj.library_fingerprint(str(fake.so()))
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    assert result["changed"] is False
+    assert result["built"] == []
+    assert result["skipped_modules"] == ["sampling"]
+    assert result["repaired"] == []
+    assert "sampling" in result["seconds"]  # the up-to-date check is timed too
+    assert len(fake.builds) == 2 and len(fake.compiles) == 1
+    assert fj.library_fingerprint(str(fake.so())) == fingerprint
+
+
+def test_default_modules_are_those_flashinfer_has(fake, capsys):
+    # The fake has sampling but no topk: the default list shrinks to what exists.
+    result = ok(fake.run(capsys))
+    assert result["built"] == ["sampling"]
+    assert [b["name"] for b in fake.builds] == ["sampling"]
+
+
+def test_truncated_so_is_repaired(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    whole = fake.so().read_bytes()
+    fake.so().write_bytes(whole[:100])
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    assert result["changed"] is True
+    # A broken .so is what a killed link leaves, so the unheld lock beside it is reported too.
+    assert result["repaired"] == [LOCK_LINE, "sampling.so: truncated: section headers end at byte %d, file has 100"
+                                  % len(whole)]
+    assert result["built"] == ["sampling"]
+    assert fake.builds[-1]["lock_existed"] is False
+    assert len(fake.compiles) == 2
+    assert fj.so_problem(str(fake.so())) is None
+
+
+@pytest.mark.parametrize("content, problem", [(b"", "empty (0 bytes)"), (b"garbage" * 20, "not an ELF file")])
+def test_empty_or_non_elf_so_is_repaired(fake, capsys, content, problem):
+    ok(fake.run(capsys, modules=["sampling"]))
+    fake.so().write_bytes(content)
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    assert result["repaired"] == [LOCK_LINE, "sampling.so: %s" % problem]
+    assert result["built"] == ["sampling"]
+    assert fj.so_problem(str(fake.so())) is None
+
+
+def test_stale_lock_with_missing_so_is_reported_and_removed(fake, capsys):
+    fake.lock().parent.mkdir(parents=True)
+    fake.lock().write_text("")
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    assert result["repaired"] == [LOCK_LINE]
+    assert result["built"] == ["sampling"]
+    assert result["changed"] is True
+    [build] = fake.builds
+    assert build["lock_existed"] is False  # removed before FlashInfer's build took a new one
+
+
+def test_lock_beside_a_whole_so_is_not_reported(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    assert fj.stale_locks(str(fake.lock().parent)) == [str(fake.lock())]  # unheld, left by the build
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    assert result["repaired"] == []
+    assert result["changed"] is False
+    assert fake.builds[-1]["lock_existed"] is True
+
+
+def test_held_lock_is_not_removed(fake, capsys):
+    # A lock held by a running build is not stale even though its .so is still missing. The held
+    # lock would block the module's own build, so probe the decision in check mode.
+    fake.lock().parent.mkdir(parents=True)
+    fake.lock().write_text("")
+    fd = os.open(str(fake.lock()), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = ok(fake.run(capsys, modules=["sampling"], check_mode=True))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    assert result["repaired"] == []
+    assert result["built"] == ["sampling"]
+
+
+# ---- check mode ------------------------------------------------------------------------------
+
+def test_check_mode_builds_and_writes_nothing(fake, capsys):
+    result = ok(fake.run(capsys, modules=["sampling"], check_mode=True))
+    assert result["changed"] is True
+    assert result["built"] == ["sampling"]
+    assert result["seconds"] == {}
+    assert fake.builds == []
+    assert not fake.jit_dir().exists()  # no .so, no lock, no cached_ops
+
+
+def test_check_mode_reports_repairs_but_leaves_files(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    fake.so().write_bytes(fake.so().read_bytes()[:100])
+    result = ok(fake.run(capsys, modules=["sampling"], check_mode=True))
+    assert result["changed"] is True
+    assert result["repaired"][0] == LOCK_LINE
+    assert result["repaired"][1].startswith("sampling.so: truncated")
+    assert result["built"] == ["sampling"]
+    assert fake.so().stat().st_size == 100
+    assert fake.lock().exists()
+    assert len(fake.builds) == 1
+
+
+def test_check_mode_warm_cache_is_unchanged(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    result = ok(fake.run(capsys, modules=["sampling"], check_mode=True))
+    assert result["changed"] is False
+    assert result["skipped_modules"] == ["sampling"]
+    assert len(fake.builds) == 1
+
+
+# ---- absent / rebuilt ------------------------------------------------------------------------
+
+def other_caches(fake):
+    """A cache for another target set of this version and one of an older version."""
+    other_arch = fake.workspace("100a") / "cached_ops" / "sampling" / "sampling.so"
+    other_version = fake.cache_root() / "0.6.0" / "120f" / "cached_ops" / "sampling" / "sampling.so"
+    for path in (other_arch, other_version):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(elf64())
+    return other_arch, other_version
+
+
+def test_absent_removes_only_this_version_and_arch(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    other_arch, other_version = other_caches(fake)
+    result = ok(fake.run(capsys, state="absent"))
+    assert result["changed"] is True
+    assert result["removed"] == [str(fake.workspace("120f"))]
+    assert result["built"] == []
+    assert "nvcc" not in result
+    assert not fake.so().exists()
+    assert other_arch.exists() and other_version.exists()
+    assert len(fake.builds) == 1
+
+
+def test_absent_twice_is_idempotent(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    ok(fake.run(capsys, state="absent"))
+    result = ok(fake.run(capsys, state="absent"))
+    assert result["changed"] is False
+    assert result["removed"] == []
+    # Importing FlashInfer recreated its empty workspace dir: that is no cache to remove.
+    assert fake.workspace("120f").is_dir() and not any(fake.workspace("120f").iterdir())
+    assert ok(fake.run(capsys, state="absent", scope="all"))["changed"] is False
+    assert ok(fake.run(capsys, state="absent", check_mode=True))["changed"] is False
+
+
+def test_absent_check_mode_removes_nothing(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    result = ok(fake.run(capsys, state="absent", check_mode=True, diff=True))
+    assert result["changed"] is True
+    assert result["removed"] == [str(fake.workspace("120f"))]
+    assert fj.so_problem(str(fake.so())) is None
+    assert result["diff"]["before"]["modules"] == ["sampling"]
+    assert result["diff"]["after"]["modules"] == []
+
+
+def test_absent_scope_all_removes_every_version(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    other_arch, other_version = other_caches(fake)
+    keep = fake.base / ".cache" / "pip"
+    keep.mkdir()
+    result = ok(fake.run(capsys, state="absent", scope="all"))
+    assert result["changed"] is True
+    assert result["removed"] == [str(fake.cache_root())]
+    assert not fake.cache_root().exists()
+    assert not other_arch.exists() and not other_version.exists()
+    assert keep.is_dir()
+
+
+def test_rebuilt_removes_then_builds(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    other_arch, _ = other_caches(fake)
+    stale = fake.jit_dir() / "old_module" / "old_module.so"
+    stale.parent.mkdir()
+    stale.write_bytes(elf64())
+    result = ok(fake.run(capsys, state="rebuilt", modules=["sampling"], diff=True))
+    assert result["changed"] is True
+    assert result["removed"] == [str(fake.workspace("120f"))]
+    assert result["built"] == ["sampling"]
+    assert result["skipped_modules"] == []
+    assert len(fake.compiles) == 2
+    assert not stale.exists()
+    assert other_arch.exists()
+    assert fj.so_problem(str(fake.so())) is None
+    assert result["diff"]["before"]["modules"] == ["old_module", "sampling"]
+    assert result["diff"]["after"]["modules"] == ["sampling"]
+
+
+# ---- failures --------------------------------------------------------------------------------
+
+def test_expected_archs_mismatch_fails_with_both_lists(fake, capsys):
+    msg = failed(fake.run(capsys, modules=["sampling"], expected_archs=["10.3a", "12.0f"]))
+    assert "['12.0f']" in msg
+    assert "['10.3a', '12.0f']" in msg
+    assert fake.builds == []
+
+
+def test_empty_arch_set_fails_with_flashinfers_own_error(fake, capsys, monkeypatch):
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "")
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert msg == "FlashInfer requires GPUs with sm75 or higher. Detected TARGET_CUDA_ARCHS=[]."
+    assert fake.builds == []
+
+
+def test_unknown_module_fails(fake, capsys):
+    msg = failed(fake.run(capsys, modules=["sampling", "no_such_kernel"]))
+    assert msg == "FlashInfer %s has no JIT module 'no_such_kernel'" % VERSION
+    assert fake.builds == []
+
+
+def test_old_nvcc_for_target_fails(fake, capsys, monkeypatch):
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "10.3a")
+    fake.set_nvcc("12.8")
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert "10.3a needs CUDA >= 12.9" in msg
+    assert "nvcc 12.8" in msg
+    assert str(fake.cuda_home / "bin" / "nvcc") in msg
+    assert fake.builds == []
+
+
+def test_nvcc_new_enough_for_target_builds(fake, capsys, monkeypatch):
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "10.3a")
+    fake.set_nvcc("12.9")
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    assert result["archs"] == ["10.3a"]
+    assert result["nvcc"]["version"] == "12.9"
+    assert result["cache_dir"] == str(fake.jit_dir("103a"))
+    assert result["built"] == ["sampling"]
+
+
+def test_missing_nvcc_fails(fake, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_HOME", str(fake.tmp_path / "no-cuda"))
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert msg.startswith("nvcc not found at %s" % (fake.tmp_path / "no-cuda" / "bin" / "nvcc"))
+    assert fake.builds == []
+
+
+def test_probe_needs_no_nvcc_and_builds_nothing(fake, capsys, monkeypatch):
+    monkeypatch.delenv("CUDA_HOME")
+    result = ok(fake.run(capsys, modules=[], expected_archs=["12.0f"]))
+    assert result["changed"] is False
+    assert result["built"] == [] and result["skipped_modules"] == []
+    assert "nvcc" not in result
+    assert result["archs"] == ["12.0f"]
+    assert fake.builds == []
+
+
+def test_failed_build_returns_flashinfers_output(fake, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_FLASHINFER_FAIL", "1")
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert msg.startswith("building FlashInfer module sampling failed: Ninja build failed.")
+    assert "Unsupported gpu architecture" in msg
+
+
+def test_no_flashinfer_fails(fake, capsys):
+    (fake.site / "flashinfer" / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert msg.startswith("cannot import flashinfer (No module named torch)")
+
+
+def test_jobs_below_one_fails(fake, capsys):
+    msg = failed(fake.run(capsys, modules=["sampling"], jobs=0))
+    assert msg == "jobs must be >= 1, got 0"
+    assert fake.builds == []
+
+
+# ---- environment -----------------------------------------------------------------------------
+
+def test_debug_variables_are_removed_before_the_build(fake, capsys, monkeypatch):
+    monkeypatch.setenv("FLASHINFER_JIT_VERBOSE", "1")
+    monkeypatch.setenv("FLASHINFER_JIT_DEBUG", "1")
+    ok(fake.run(capsys, modules=["sampling"], jobs=3))
+    [build] = fake.builds
+    assert "FLASHINFER_JIT_VERBOSE" not in build["env"]
+    assert "FLASHINFER_JIT_DEBUG" not in build["env"]
+    assert build["env"]["MAX_JOBS"] == "3"
+    assert build["env"]["FLASHINFER_WORKSPACE_BASE"] == str(fake.base)
+
+
+def test_env_file_is_applied_before_import(fake, capsys, tmp_path):
+    # The process says 12.0f and has a CUDA 12.8 nvcc; the env file says 10.3a, a newer toolkit and
+    # another workspace base, and asks for a debug build. The env file must win, the debug must not.
+    fake.set_nvcc("12.8")
+    cuda = tmp_path / "cuda-13.0"
+    nvcc = fake.set_nvcc("13.0", cuda_home=cuda)
+    unit_home = tmp_path / "var-lib-sglang"
+    env_file = tmp_path / "flashinfer.env"
+    env_file.write_text(
+        "# managed by the flashinfer role\n"
+        "FLASHINFER_CUDA_ARCH_LIST=10.3a\n"
+        "CUDA_HOME=%s\n"
+        "FLASHINFER_WORKSPACE_BASE=\"%s\"\n"
+        "FLASHINFER_JIT_VERBOSE=1\n" % (cuda, unit_home)
+    )
+    result = ok(fake.run(capsys, modules=["sampling"], env_file=str(env_file), workspace_base=None))
+    assert result["archs"] == ["10.3a"]
+    assert result["cache_dir"] == str(fake.jit_dir("103a", base=unit_home))
+    assert result["nvcc"] == {"path": str(nvcc), "version": "13.0"}
+    assert result["built"] == ["sampling"]
+    assert fj.so_problem(str(fake.so("103a", base=unit_home))) is None
+    assert not fake.workspace("120f").exists()
+    [build] = fake.builds
+    assert build["env"]["FLASHINFER_CUDA_ARCH_LIST"] == "10.3a"
+    assert "FLASHINFER_JIT_VERBOSE" not in build["env"]
+
+
+def test_workspace_base_overrides_env_file(fake, capsys, tmp_path):
+    env_file = tmp_path / "flashinfer.env"
+    env_file.write_text("FLASHINFER_WORKSPACE_BASE=%s\n" % (tmp_path / "from-env-file"))
+    result = ok(fake.run(capsys, modules=[], env_file=str(env_file)))
+    assert result["cache_dir"] == str(fake.jit_dir())
+
+
+def test_unreadable_env_file_fails(fake, capsys, tmp_path):
+    msg = failed(fake.run(capsys, modules=["sampling"], env_file=str(tmp_path / "missing.env")))
+    assert msg.startswith("cannot read env_file %s" % (tmp_path / "missing.env"))
+
+
+def test_bad_env_file_line_fails(fake, capsys, tmp_path):
+    env_file = tmp_path / "flashinfer.env"
+    env_file.write_text("FLASHINFER_CUDA_ARCH_LIST 12.0f\n")
+    msg = failed(fake.run(capsys, modules=["sampling"], env_file=str(env_file)))
+    assert "cannot parse line 'FLASHINFER_CUDA_ARCH_LIST 12.0f'" in msg
+
+
+# ---- diff ------------------------------------------------------------------------------------
+
+def test_diff_lists_modules_before_and_after(fake, capsys):
+    cold = ok(fake.run(capsys, modules=["sampling"], diff=True))
+    assert cold["diff"] == {
+        "before": {"cache_dir": str(fake.jit_dir()), "modules": []},
+        "after": {"cache_dir": str(fake.jit_dir()), "modules": ["sampling"]},
+    }
+    warm = ok(fake.run(capsys, modules=["sampling"], diff=True))
+    assert warm["diff"]["before"]["modules"] == warm["diff"]["after"]["modules"] == ["sampling"]
+    plain = ok(fake.run(capsys, modules=["sampling"]))
+    assert "diff" not in plain
+
+
+def test_diff_in_check_mode_shows_what_would_be_built(fake, capsys):
+    result = ok(fake.run(capsys, modules=["sampling"], check_mode=True, diff=True))
+    assert result["diff"]["before"]["modules"] == []
+    assert result["diff"]["after"]["modules"] == ["sampling"]
+    assert fake.builds == []
