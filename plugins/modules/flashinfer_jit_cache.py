@@ -251,15 +251,16 @@ def run(module):
         if specs:
             result["nvcc"] = check_toolkit(cache, result["archs"])
         removing = bool(result["removed"])
+        unheld = fj.stale_locks(cache.lock_dir())
         for name, spec in specs.items():
+            library = cache.library_path(spec)
             # FlashInfer's locks stay on disk after every build; one matters only when no process
             # holds it and its module never finished (the build that took it was killed).
             lock = os.path.join(cache.lock_dir(), name + ".lock")
-            if lock in fj.stale_locks(cache.lock_dir()) and fj.so_problem(cache.library_path(spec)):
+            if lock in unheld and fj.so_problem(library):
                 result["repaired"].append("%s: lock file left by a killed build" % os.path.basename(lock))
                 if not module.check_mode:
                     os.unlink(lock)
-            library = cache.library_path(spec)
             problem = None if removing else fj.so_problem(library)
             if problem not in (None, "missing"):
                 result["repaired"].append("%s: %s" % (os.path.basename(library), problem))
@@ -279,9 +280,10 @@ def run(module):
             changed = fj.library_fingerprint(library) != fingerprint
             (result["built"] if changed else result["skipped_modules"]).append(name)
 
-    after = before if module.check_mode else cache.compiled_modules()
     if module.check_mode:
         after = sorted(set(n for n in before if not result["removed"]) | set(result["built"]))
+    else:
+        after = cache.compiled_modules()
     result["changed"] = bool(result["built"] or result["repaired"] or result["removed"])
     if module._diff:
         result["diff"] = {
