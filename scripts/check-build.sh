@@ -20,6 +20,9 @@ test -f "$tmp/collections/ansible_collections/blackwell/sglang/roles/cuda_toolki
 cd "$tmp"
 ansible-doc -t role blackwell.sglang.cuda_toolkit | grep -q cuda_toolkit_target_archs
 ansible-doc -t role blackwell.sglang.sglang_venv | grep -q sglang_venv_wheelhouse
+ansible-doc -t role blackwell.sglang.sglang_services | grep -q sglang_services_active
+# sglang_services copies this file to the hosts (role_path/../../plugins/...): it must ship.
+test -f "$tmp/collections/ansible_collections/blackwell/sglang/plugins/module_utils/flashinfer_jit.py"
 cat > play.yml <<'PLAY'
 ---
 - name: The installed role, by FQCN

@@ -6,11 +6,22 @@ is broken, and building it compile-only (no GPU needed).
 
 Runs inside the SGLang venv's interpreter. Every path and spec comes from the installed
 FlashInfer (``flashinfer.jit.env.FLASHINFER_JIT_DIR``, ``flashinfer.jit.<name>.gen_<name>_module``),
-never from a guess. Used by the ``flashinfer_jit_cache`` module; stdlib only besides FlashInfer.
+never from a guess. Stdlib only besides FlashInfer.
+
+``ensure()`` is the whole check/build/repair run. Two callers share it: the
+``flashinfer_jit_cache`` module, and this file run as a command (``main()``), which the
+``sglang_services`` role copies to the host and every unit runs as ``ExecStartPre=`` with the
+environment systemd already loaded::
+
+    /opt/sglang/current/bin/python /usr/local/lib/blackwell-sglang/flashinfer_jit.py --modules sampling
+
+It exits 0 when every module is built (seconds when warm), compiles what is missing (the serving
+process then never compiles), and exits 1 with a one-line reason on failure.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import importlib
 import os
@@ -18,12 +29,15 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import time
 
 ELF_MAGIC = b"\x7fELF"
 # Debug builds (-G -O0) are many times slower and not what the services load: never pre-warm them.
 DEBUG_VARIABLES = ("FLASHINFER_JIT_VERBOSE", "FLASHINFER_JIT_DEBUG")
 ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+# Modules warmed when none are named, restricted to those the installed FlashInfer has.
+DEFAULT_MODULES = ("sampling", "topk")
 
 
 class JitCacheError(Exception):
@@ -126,9 +140,24 @@ class FlashInferCache:
         context = getattr(self.core, "current_compilation_context", None)
         archs = getattr(context, "TARGET_CUDA_ARCHS", None)
         if archs is None:
-            archs = getattr(self.core, "TARGET_CUDA_ARCHS", None) or getattr(self.jit_env, "TARGET_CUDA_ARCHS", set())
+            archs = getattr(self.core, "TARGET_CUDA_ARCHS", None) or getattr(self.jit_env, "TARGET_CUDA_ARCHS", None)
+        if archs is None:
+            archs = self._torch_archs()
         return sorted((_arch_string(major, minor) for major, minor in archs),
                       key=lambda a: (int(a.split(".")[0]), a.split(".")[1]))
+
+    @staticmethod
+    def _torch_archs():
+        """FlashInfer < 0.3.1 has no target set of its own: it compiles for (and checks) the
+        -gencode flags of torch's _get_cuda_arch_flags(), so read the same flags
+        ('compute_120a' -> (12, '0a')). No usable flags is no target."""
+        cpp_ext = importlib.import_module("torch.utils.cpp_extension")
+        try:
+            flags = cpp_ext._get_cuda_arch_flags()
+        except (ValueError, IndexError, RuntimeError):
+            return set()
+        return {(int(m.group(1)), m.group(2) + m.group(3))
+                for m in re.finditer(r"compute_(\d+?)(\d)([af]?)\b", " ".join(flags))}
 
     def check_cuda_arch(self):
         """FlashInfer's own check; raises JitCacheError with FlashInfer's error text."""
@@ -139,6 +168,11 @@ class FlashInferCache:
             check()
         except RuntimeError as exc:
             raise JitCacheError(str(exc)) from exc
+        except (ValueError, IndexError) as exc:
+            # FlashInfer < 0.3.1 asks torch for its targets: torch rejects an arch it does not know
+            # (ValueError) or, with no list and no GPU, fails on an empty list (IndexError).
+            raise JitCacheError("FlashInfer's check_cuda_arch() failed in torch's arch flags: %s: %s"
+                                % (type(exc).__name__, exc)) from exc
 
     # ---- toolkit -----------------------------------------------------------------------------
     def nvcc(self):
@@ -225,3 +259,175 @@ def timed(func, *args):
     start = time.monotonic()
     func(*args)
     return round(time.monotonic() - start, 1)
+
+
+def version_tuple(text):
+    """'12.9' -> (12, 9); enough for nvcc releases and CUDA minimums."""
+    return tuple(int(part) for part in re.findall(r"\d+", str(text)))
+
+
+def prepare_environment(env_file=None, workspace_base=None, jobs=None):
+    """Apply the units' environment file, overrides and MAX_JOBS before FlashInfer is imported."""
+    if env_file:
+        try:
+            os.environ.update(read_env_file(env_file))
+        except OSError as exc:
+            raise JitCacheError("cannot read env_file %s: %s" % (env_file, exc)) from exc
+    if workspace_base:
+        os.environ["FLASHINFER_WORKSPACE_BASE"] = workspace_base
+    if jobs:
+        os.environ["MAX_JOBS"] = str(jobs)
+    for name in DEBUG_VARIABLES:
+        os.environ.pop(name, None)
+
+
+def check_toolkit(cache, archs, min_toolkit=None):
+    """nvcc under CUDA_HOME, and (with `min_toolkit`, arch -> 'X.Y' or ValueError) new enough."""
+    nvcc, release = cache.nvcc()
+    too_old = []
+    for arch in archs if min_toolkit else ():
+        try:
+            need = min_toolkit(arch)
+        except ValueError:
+            continue
+        if version_tuple(release) < version_tuple(need):
+            too_old.append("%s needs CUDA >= %s" % (arch, need))
+    if too_old:
+        raise JitCacheError("nvcc %s at %s is too old: %s" % (release, nvcc, "; ".join(too_old)))
+    return {"path": nvcc, "version": release}
+
+
+def ensure(state="present", modules=None, expected_archs=None, scope="version", check_mode=False,
+           min_toolkit=None):
+    """Check FlashInfer's targets, then remove and/or build the JIT modules, repairing what a
+    killed build left. Import FlashInfer only after prepare_environment().
+
+    Returns the module's result (changed, cache_dir, flashinfer_version, archs, nvcc, built,
+    skipped_modules, repaired, removed, seconds) plus `before`/`after`: compiled module names.
+    Raises JitCacheError with a message that says what to fix.
+    """
+    cache = FlashInferCache()
+    result = dict(changed=False, cache_dir=cache.jit_dir, flashinfer_version=cache.version,
+                  archs=cache.target_archs(), built=[], skipped_modules=[], repaired=[], removed=[], seconds={})
+    cache.check_cuda_arch()
+    result["archs"] = cache.target_archs()
+    if expected_archs is not None and sorted(expected_archs) != sorted(result["archs"]):
+        raise JitCacheError(
+            "FlashInfer %s targets %s with this environment, expected %s"
+            % (cache.version, result["archs"] or "nothing", sorted(expected_archs))
+        )
+    before = cache.compiled_modules()
+
+    if state in ("absent", "rebuilt"):
+        target = cache.cache_root if scope == "all" else cache.workspace_dir
+        if has_files(target):  # not the empty dirs importing FlashInfer just created
+            result["removed"].append(target)
+            if not check_mode:
+                remove_tree(target)
+
+    if state in ("present", "rebuilt"):
+        names = modules
+        if names is None:
+            names = [name for name in DEFAULT_MODULES if cache.has_module(name)]
+        specs = {}
+        for name in names:
+            spec = cache.spec(name)
+            if spec is None:
+                raise JitCacheError("FlashInfer %s has no JIT module %r" % (cache.version, name))
+            specs[name] = spec
+        if specs:
+            result["nvcc"] = check_toolkit(cache, result["archs"], min_toolkit)
+        removing = bool(result["removed"])
+        unheld = stale_locks(cache.lock_dir())
+        for name, spec in specs.items():
+            library = cache.library_path(spec)
+            # FlashInfer's locks stay on disk after every build; one matters only when no process
+            # holds it and its module never finished (the build that took it was killed).
+            lock = os.path.join(cache.lock_dir(), name + ".lock")
+            if lock in unheld and so_problem(library):
+                result["repaired"].append("%s: lock file left by a killed build" % os.path.basename(lock))
+                if not check_mode:
+                    os.unlink(lock)
+            problem = None if removing else so_problem(library)
+            if problem not in (None, "missing"):
+                result["repaired"].append("%s: %s" % (os.path.basename(library), problem))
+                if not check_mode:
+                    os.unlink(library)
+            if check_mode:
+                (result["built"] if removing or problem else result["skipped_modules"]).append(name)
+                continue
+            fingerprint = library_fingerprint(library)
+            try:
+                result["seconds"][name] = timed(cache.build, spec)
+            except RuntimeError as exc:
+                raise JitCacheError("building FlashInfer module %s failed: %s" % (name, exc)) from exc
+            still_broken = so_problem(library)
+            if still_broken:
+                raise JitCacheError("%s is %s after building %s" % (library, still_broken, name))
+            changed = library_fingerprint(library) != fingerprint
+            (result["built"] if changed else result["skipped_modules"]).append(name)
+
+    if check_mode:
+        after = sorted(set(n for n in before if not result["removed"]) | set(result["built"]))
+    else:
+        after = cache.compiled_modules()
+    result["changed"] = bool(result["built"] or result["repaired"] or result["removed"])
+    result["before"], result["after"] = before, after
+    return result
+
+
+# ---- command line (the units' ExecStartPre=) ---------------------------------------------------
+
+def split_list(text):
+    """'12.0f 10.3a' / 'sampling,topk' -> list; FLASHINFER_CUDA_ARCH_LIST separates by spaces."""
+    return [item for item in re.split(r"[\s,;]+", text or "") if item]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="flashinfer_jit.py",
+        description="Check FlashInfer's targets and make sure its JIT modules are built (compile-only, "
+                    "no GPU needed); repairs what a killed build left. Reads the environment it runs in "
+                    "(the unit's EnvironmentFile=).",
+    )
+    parser.add_argument("--modules", type=split_list, default=None,
+                        help="modules to ensure, comma or space separated (default: %s)" % ",".join(DEFAULT_MODULES))
+    parser.add_argument("--expected-archs", type=split_list, default=None,
+                        help="FlashInfer's target set must equal this (default: FLASHINFER_CUDA_ARCH_LIST); "
+                             "'' checks nothing")
+    parser.add_argument("--env-file", help="apply a KEY=VALUE file first (systemd already did for units)")
+    parser.add_argument("--workspace-base", help="overrides FLASHINFER_WORKSPACE_BASE")
+    parser.add_argument("--jobs", type=int, help="parallel compile jobs (MAX_JOBS)")
+    parser.add_argument("--check", action="store_true", help="report what would be built or repaired; change nothing")
+    args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be >= 1, got %d" % args.jobs)
+    return args
+
+
+def main(argv=None):
+    """Run ensure() as a command; exit 0 when every module is built, 1 with the reason otherwise."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        prepare_environment(args.env_file, args.workspace_base, args.jobs)
+        expected = args.expected_archs
+        if expected is None and os.environ.get("FLASHINFER_CUDA_ARCH_LIST"):
+            expected = split_list(os.environ["FLASHINFER_CUDA_ARCH_LIST"])
+        result = ensure(modules=args.modules, expected_archs=expected or None, check_mode=args.check)
+    except JitCacheError as exc:
+        sys.stderr.write("flashinfer_jit: error: %s\n" % exc)
+        return 1
+    words = "would build" if args.check else "built"
+    print("flashinfer_jit: FlashInfer %s targets %s, cache %s; %s: %s; up to date: %s%s%s" % (
+        result["flashinfer_version"], " ".join(result["archs"]), result["cache_dir"], words,
+        ", ".join(result["built"]) or "none", ", ".join(result["skipped_modules"]) or "none",
+        "; repaired: " + "; ".join(result["repaired"]) if result["repaired"] else "",
+        " (%s s)" % " ".join("%s=%s" % item for item in sorted(result["seconds"].items())) if result["seconds"] else "",
+    ))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as a file, Python puts this directory first on sys.path; nothing here shadows FlashInfer.
+    sys.exit(main())

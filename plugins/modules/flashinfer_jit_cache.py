@@ -176,119 +176,22 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
-from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError, min_toolkit  # noqa: E402
-
-try:
-    from packaging.version import Version
-except ImportError:  # pragma: no cover
-    from ansible.module_utils.compat.version import LooseVersion as Version  # type: ignore
-
-DEFAULT_MODULES = ("sampling", "topk")
-
-
-def prepare_environment(params):
-    if params["env_file"]:
-        try:
-            os.environ.update(fj.read_env_file(params["env_file"]))
-        except OSError as exc:
-            raise fj.JitCacheError("cannot read env_file %s: %s" % (params["env_file"], exc)) from exc
-    if params["workspace_base"]:
-        os.environ["FLASHINFER_WORKSPACE_BASE"] = params["workspace_base"]
-    if params["jobs"]:
-        os.environ["MAX_JOBS"] = str(params["jobs"])
-    for name in fj.DEBUG_VARIABLES:
-        os.environ.pop(name, None)
-
-
-def check_toolkit(cache, archs):
-    nvcc, release = cache.nvcc()
-    too_old = []
-    for arch in archs:
-        try:
-            need = min_toolkit(arch)
-        except ArchError:
-            continue
-        if Version(release) < Version(need):
-            too_old.append("%s needs CUDA >= %s" % (arch, need))
-    if too_old:
-        raise fj.JitCacheError("nvcc %s at %s is too old: %s" % (release, nvcc, "; ".join(too_old)))
-    return {"path": nvcc, "version": release}
+from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import min_toolkit  # noqa: E402
 
 
 def run(module):
+    """The shared run (module_utils/flashinfer_jit.ensure, also the units' ExecStartPre=) as a module."""
     params = module.params
-    prepare_environment(params)
-    cache = fj.FlashInferCache()
-    result = dict(changed=False, cache_dir=cache.jit_dir, flashinfer_version=cache.version,
-                  archs=cache.target_archs(), built=[], skipped_modules=[], repaired=[], removed=[], seconds={})
-    cache.check_cuda_arch()
-    result["archs"] = cache.target_archs()
-    expected = params["expected_archs"]
-    if expected is not None and sorted(expected) != sorted(result["archs"]):
-        raise fj.JitCacheError(
-            "FlashInfer %s targets %s with this environment, expected %s"
-            % (cache.version, result["archs"] or "nothing", sorted(expected))
-        )
-    before = cache.compiled_modules()
-
-    if params["state"] in ("absent", "rebuilt"):
-        target = cache.cache_root if params["scope"] == "all" else cache.workspace_dir
-        if fj.has_files(target):  # not the empty dirs importing FlashInfer just created
-            result["removed"].append(target)
-            if not module.check_mode:
-                fj.remove_tree(target)
-
-    if params["state"] in ("present", "rebuilt"):
-        names = params["modules"]
-        if names is None:
-            names = [name for name in DEFAULT_MODULES if cache.has_module(name)]
-        specs = {}
-        for name in names:
-            spec = cache.spec(name)
-            if spec is None:
-                raise fj.JitCacheError("FlashInfer %s has no JIT module %r" % (cache.version, name))
-            specs[name] = spec
-        if specs:
-            result["nvcc"] = check_toolkit(cache, result["archs"])
-        removing = bool(result["removed"])
-        unheld = fj.stale_locks(cache.lock_dir())
-        for name, spec in specs.items():
-            library = cache.library_path(spec)
-            # FlashInfer's locks stay on disk after every build; one matters only when no process
-            # holds it and its module never finished (the build that took it was killed).
-            lock = os.path.join(cache.lock_dir(), name + ".lock")
-            if lock in unheld and fj.so_problem(library):
-                result["repaired"].append("%s: lock file left by a killed build" % os.path.basename(lock))
-                if not module.check_mode:
-                    os.unlink(lock)
-            problem = None if removing else fj.so_problem(library)
-            if problem not in (None, "missing"):
-                result["repaired"].append("%s: %s" % (os.path.basename(library), problem))
-                if not module.check_mode:
-                    os.unlink(library)
-            if module.check_mode:
-                (result["built"] if removing or problem else result["skipped_modules"]).append(name)
-                continue
-            fingerprint = fj.library_fingerprint(library)
-            try:
-                result["seconds"][name] = fj.timed(cache.build, spec)
-            except RuntimeError as exc:
-                raise fj.JitCacheError("building FlashInfer module %s failed: %s" % (name, exc)) from exc
-            still_broken = fj.so_problem(library)
-            if still_broken:
-                raise fj.JitCacheError("%s is %s after building %s" % (library, still_broken, name))
-            changed = fj.library_fingerprint(library) != fingerprint
-            (result["built"] if changed else result["skipped_modules"]).append(name)
-
-    if module.check_mode:
-        after = sorted(set(n for n in before if not result["removed"]) | set(result["built"]))
-    else:
-        after = cache.compiled_modules()
-    result["changed"] = bool(result["built"] or result["repaired"] or result["removed"])
+    fj.prepare_environment(params["env_file"], params["workspace_base"], params["jobs"])
+    result = fj.ensure(
+        state=params["state"], modules=params["modules"], expected_archs=params["expected_archs"],
+        scope=params["scope"], check_mode=module.check_mode, min_toolkit=min_toolkit,
+    )
+    before, after = result.pop("before"), result.pop("after")
     if module._diff:
         result["diff"] = {
-            "before": {"cache_dir": cache.jit_dir, "modules": before},
-            "after": {"cache_dir": cache.jit_dir, "modules": after},
+            "before": {"cache_dir": result["cache_dir"], "modules": before},
+            "after": {"cache_dir": result["cache_dir"], "modules": after},
         }
     return result
 

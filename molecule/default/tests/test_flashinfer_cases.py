@@ -1,0 +1,225 @@
+"""The fix against real FlashInfer releases (issue 4, cases A, B, E, F and the patch fallback).
+
+cases/prepare.yml lays real FlashInfer releases from PyPI (0.6.7, 0.4.0, 0.3.0) into scratch venvs
+on this node that borrow torch 2.14.1+cu130 from the SGLang venv, and a CUDA 12.8 home whose nvcc
+answers `--version` as 12.8.93 does (the 12.8.1 wheels ship no nvcc binary; nothing here compiles).
+Each case first shows what FlashInfer does alone, then runs the flashinfer role (cases/case.yml)
+against that venv and reads what the role proved. The node has no GPU, so FlashInfer's "visible
+GPUs" path sees none: its target set is empty, as it is on an sm120 host where the GPU query fails.
+
+Cases C (0.7.2, CUDA 13.0 -> 12.0f, cache 120f, second run unchanged) and D (B300 -> 10.3a) are
+this scenario's own converge + idempotence (test_flashinfer.py) and the b300 scenario.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+CASES = os.path.join(ROOT, "molecule", "default", "cases")
+BASE = "/opt/fi-cases"
+CUDA_128 = BASE + "/cuda-12.8"
+CUDA_130 = "/opt/cuda/13.0.2"
+SM75 = "FlashInfer requires GPUs with sm75 or higher"
+
+
+def venv(version):
+    return "%s/venv-%s" % (BASE, version)
+
+
+def playbook(name, *extra_vars):
+    env = dict(os.environ)
+    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".cache", "collections")
+    env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
+    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(CASES, name)]
+    for value in extra_vars:
+        args += ["-e", json.dumps(value)]
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+
+
+@pytest.fixture(scope="module")
+def releases():
+    rc, out = playbook("prepare.yml")
+    assert rc == 0, out
+
+
+def settings(case, version, cuda_home, archs, **extra):
+    value = {
+        "flashinfer_venv": venv(version),
+        "flashinfer_cuda_home": cuda_home,
+        "flashinfer_cuda_archs": archs,
+        "flashinfer_env_file": "%s/env/%s.env" % (BASE, case),
+        "flashinfer_workspace_base": "%s/ws-%s" % (BASE, case),
+    }
+    value.update(extra)
+    return value
+
+
+def run_cases(host, **cases):
+    """Run the flashinfer role for each case (in parallel); return (output, {case: proven or None})."""
+    for value in cases.values():
+        host.run("rm -f %s.result.json" % value["flashinfer_env_file"])
+    _rc, out = playbook("case.yml", {"cases": cases})
+    proven = {}
+    for name, value in cases.items():
+        result = host.file(value["flashinfer_env_file"] + ".result.json")
+        proven[name] = json.loads(result.content_string) if result.exists else None
+    return out, proven
+
+
+def recap(out, case):
+    """The PLAY RECAP counters of one case host, e.g. {'ok': 20, 'changed': 0, 'failed': 0}."""
+    match = re.search(r"case-%s\s*:\s*((?:\w+=\d+\s*)+)" % case, out)
+    assert match, out
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+@pytest.fixture(scope="module")
+def first_round(host, releases):
+    """A (and B), E, F and the 0.3.0 venv with the patch turned off, side by side."""
+    return run_cases(
+        host,
+        A=settings("A", "0.6.7", CUDA_128, ["12.0"]),
+        E=settings("E", "0.4.0", CUDA_130, ["12.0"]),
+        F=settings("F", "0.6.7", CUDA_128, ["10.3"]),
+        P=settings("P", "0.3.0", CUDA_130, ["12.0"], flashinfer_patch=False),
+    )
+
+
+def patch_round(host):
+    return run_cases(host, P=settings("P", "0.3.0", CUDA_130, ["12.0"]))
+
+
+def flashinfer_alone(host, version, code, env=""):
+    """Run `code` with FlashInfer `version` as sglang with only `env` set (no env file)."""
+    cmd = "cd /tmp && runuser -u sglang -- env -i HOME=/tmp/fi-alone PATH=/usr/bin:/bin %s %s/bin/python -c %s" % (
+        env, venv(version), _quote(code))
+    return host.run(cmd)
+
+
+def _quote(code):
+    return "'" + code.replace("'", "'\"'\"'") + "'"
+
+
+CHECK = "import flashinfer.jit.core as c; c.check_cuda_arch(); print('accepted')"
+
+
+# A. FlashInfer 0.6.7, nvcc 12.8, GPU 12.0, list unset.
+def test_a_flashinfer_067_alone_raises_sm75_and_the_fix_targets_120a(host, first_round):
+    alone = flashinfer_alone(host, "0.6.7", CHECK, "CUDA_HOME=%s" % CUDA_128)
+    assert alone.rc != 0
+    assert SM75 in alone.stderr
+
+    out, proven = first_round
+    assert recap(out, "A")["failed"] == 0, out
+    assert proven["A"] == {
+        "fix": "env",
+        "archs": ["12.0a"],
+        "cache_dir": BASE + "/ws-A/.cache/flashinfer/0.6.7/120a/cached_ops",
+    }
+    assert "FLASHINFER_CUDA_ARCH_LIST=12.0a\n" in host.file(BASE + "/env/A.env").content_string
+
+
+# B. The same with a cu130 torch but CUDA 12.8 as the toolkit: the CUDA_HOME the role set decides
+#    (12.0a), not torch's CUDA (13.0 would allow 12.0f). Case A's run is exactly that setup.
+def test_b_the_cuda_home_decides_not_torch(host, first_round):
+    torch_cuda = flashinfer_alone(host, "0.6.7", "import torch; print(torch.version.cuda)")
+    assert torch_cuda.stdout.strip() == "13.0"
+    # Unsuffixed 12.0 with nvcc 12.8 is refused by FlashInfer itself: the role must spell the suffix.
+    plain = flashinfer_alone(host, "0.6.7", CHECK, "CUDA_HOME=%s FLASHINFER_CUDA_ARCH_LIST=12.0" % CUDA_128)
+    assert plain.rc != 0
+    assert "SM 12.x requires CUDA >= 12.9" in plain.stderr
+
+    _out, proven = first_round
+    assert proven["A"]["archs"] == ["12.0a"]
+    env = host.file(BASE + "/env/A.env").content_string
+    assert "CUDA_HOME=%s\n" % CUDA_128 in env
+    assert "PATH=%s/bin:" % CUDA_128 in env
+
+
+# E. FlashInfer 0.4.0 with an operator-given 12.0: FlashInfer alone builds a plain compute_120
+#    (no arch-specific features); the role renders 12.0a.
+def test_e_flashinfer_040_plain_120_is_rendered_120a(host, first_round):
+    flags = flashinfer_alone(
+        host, "0.4.0",
+        "from flashinfer.compilation_context import CompilationContext as C; print(C().get_nvcc_flags_list())",
+        "FLASHINFER_CUDA_ARCH_LIST=12.0")
+    assert flags.rc == 0, flags.stderr
+    assert "-gencode=arch=compute_120,code=sm_120" in flags.stdout
+
+    out, proven = first_round
+    assert recap(out, "E")["failed"] == 0, out
+    assert proven["E"]["fix"] == "env"
+    assert proven["E"]["archs"] == ["12.0a"]
+    assert "FLASHINFER_CUDA_ARCH_LIST=12.0a\n" in host.file(BASE + "/env/E.env").content_string
+
+
+# F. 10.3a with CUDA 12.8: an error naming 12.9 before anything is written or compiled.
+def test_f_103_with_cuda_128_fails_before_anything_is_written(host, first_round):
+    out, proven = first_round
+    assert recap(out, "F")["failed"] == 1, out
+    assert recap(out, "F")["changed"] == 0, out
+    assert "10.3a needs CUDA >= 12.9; nvcc is 12.8" in out, out
+    assert proven["F"] is None
+    assert not host.file(BASE + "/env/F.env").exists
+    assert not host.file(BASE + "/ws-F").exists
+
+
+# Patch fallback: FlashInfer 0.3.0 asks torch for its targets and ignores FLASHINFER_CUDA_ARCH_LIST.
+INIT = venv("0.3.0") + "/lib/python3.11/site-packages/flashinfer/__init__.py"
+ORIGINAL = BASE + "/src/flashinfer_python-0.3.0/flashinfer/__init__.py"
+BACKUP = BASE + "/ws-P/.cache/blackwell-sglang/flashinfer-0.3.0-orig/__init__.py"
+MARKER = "blackwell.sglang arch patch"
+
+
+def test_patch_1_flashinfer_030_ignores_the_env_file(host, releases):
+    alone = flashinfer_alone(host, "0.3.0", CHECK, "CUDA_HOME=%s FLASHINFER_CUDA_ARCH_LIST=12.0a" % CUDA_130)
+    assert alone.rc != 0
+    assert "IndexError" in alone.stderr  # torch's arch list, empty without a GPU
+    assert MARKER not in host.file(INIT).content_string
+
+
+def test_patch_2_off_fails_with_flashinfer_error_and_changes_nothing(host, first_round):
+    out, proven = first_round
+    assert recap(out, "P")["failed"] == 1, out
+    assert "FlashInfer 0.3.0 rejects the targets 12.0a" in out, out
+    assert "torch's arch flags: IndexError" in out, out
+    assert proven["P"] is None
+    assert host.file(INIT).sha256sum == host.file(ORIGINAL).sha256sum
+    assert not host.file(BACKUP).exists
+
+
+def test_patch_3_applied_original_kept_probe_passes(host, first_round):
+    out, proven = patch_round(host)
+    assert recap(out, "P")["failed"] == 0, out
+    assert proven["P"]["fix"] == "patch"
+    assert proven["P"]["archs"] == ["12.0a"]
+    assert host.file(BACKUP).sha256sum == host.file(ORIGINAL).sha256sum
+    assert MARKER in host.file(INIT).content_string
+    env = "CUDA_HOME=%s FLASHINFER_CUDA_ARCH_LIST=12.0a" % CUDA_130
+    patched = flashinfer_alone(host, "0.3.0", CHECK, env)
+    assert patched.rc == 0, patched.stderr
+    assert "accepted" in patched.stdout
+    flags = flashinfer_alone(host, "0.3.0", "import flashinfer.jit.cpp_ext as x; print(x._get_cuda_arch_flags())", env)
+    assert "-gencode=arch=compute_120a,code=sm_120a" in flags.stdout, flags.stderr
+
+
+def test_patch_4_second_run_changes_nothing(host, first_round):
+    out, proven = patch_round(host)
+    assert recap(out, "P") == dict(recap(out, "P"), failed=0, changed=0), out
+    assert proven["P"]["fix"] == "patch"
+
+
+def test_patch_5_reapplied_after_a_reinstall(host, first_round):
+    host.check_output("cp %s %s && chown sglang: %s" % (ORIGINAL, INIT, INIT))  # what pip's reinstall writes
+    out, proven = patch_round(host)
+    assert recap(out, "P")["failed"] == 0, out
+    assert recap(out, "P")["changed"] > 0, out
+    assert MARKER in host.file(INIT).content_string
+    assert proven["P"] == {"fix": "patch", "archs": ["12.0a"],
+                           "cache_dir": BASE + "/ws-P/.cache/flashinfer/120/cached_ops"}
+    assert host.file(BACKUP).sha256sum == host.file(ORIGINAL).sha256sum

@@ -1,0 +1,106 @@
+"""plugins/module_utils/flashinfer_jit.py run as a command, the way the units' ExecStartPre= runs it:
+a separate interpreter, the environment systemd loaded, no Ansible. Same fake FlashInfer as the
+module's tests (test_flashinfer_jit_cache.py), so both callers of ensure() are held to one behaviour.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+from test_flashinfer_jit_cache import VERSION, fake  # noqa: F401  (fixture)
+
+SCRIPT = fj.__file__
+
+
+def cli(fake, *args, **env):
+    """Run flashinfer_jit.py in a fresh interpreter; return (rc, stdout, stderr)."""
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = str(fake.site)
+    environ.setdefault("FLASHINFER_WORKSPACE_BASE", str(fake.base))
+    environ.update(env)
+    proc = subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True,
+                          env=environ, check=False, cwd=str(fake.tmp_path))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_cold_cache_is_built_then_warm_check_compiles_nothing(fake):
+    rc, out, err = cli(fake, "--modules", "sampling")
+    assert rc == 0, err
+    assert "targets 12.0f" in out and "built: sampling" in out
+    assert fj.so_problem(str(fake.so())) is None
+    fingerprint = fj.library_fingerprint(str(fake.so()))
+
+    rc, out, err = cli(fake, "--modules", "sampling")
+    assert rc == 0, err
+    assert "built: none; up to date: sampling" in out
+    assert fj.library_fingerprint(str(fake.so())) == fingerprint
+    assert [b["compiled"] for b in fake.builds] == [True, False]
+
+
+def test_expected_archs_default_to_the_environments_list(fake):
+    # FLASHINFER_CUDA_ARCH_LIST=12.0f (the fixture); FlashInfer agrees, so the check passes.
+    assert cli(fake, "--modules", "sampling")[0] == 0
+    rc, _out, err = cli(fake, "--modules", "sampling", "--expected-archs", "10.3a")
+    assert rc == 1
+    assert err.strip() == ("flashinfer_jit: error: FlashInfer %s targets ['12.0f'] with this environment, "
+                           "expected ['10.3a']" % VERSION)
+
+
+def test_empty_target_set_fails_with_flashinfers_own_error(fake):
+    rc, out, err = cli(fake, "--modules", "sampling", FLASHINFER_CUDA_ARCH_LIST="")
+    assert rc == 1 and out == ""
+    assert "FlashInfer requires GPUs with sm75 or higher" in err
+    assert fake.builds == []
+
+
+def test_truncated_so_is_repaired_and_relinked(fake):
+    assert cli(fake, "--modules", "sampling")[0] == 0
+    with open(str(fake.so()), "r+b") as handle:
+        handle.truncate(100)
+    rc, out, err = cli(fake, "--modules", "sampling")
+    assert rc == 0, err
+    assert "; repaired: " in out and "sampling.so: truncated" in out
+    assert fj.so_problem(str(fake.so())) is None
+
+
+def test_env_file_and_debug_variables(fake, tmp_path):
+    env_file = tmp_path / "flashinfer.env"
+    env_file.write_text("FLASHINFER_CUDA_ARCH_LIST=12.0f\nFLASHINFER_JIT_DEBUG=1\n")
+    rc, _out, err = cli(fake, "--env-file", str(env_file), "--modules", "sampling", "--jobs", "2",
+                        FLASHINFER_CUDA_ARCH_LIST="10.3a")
+    assert rc == 0, err
+    [build] = fake.builds
+    assert build["env"]["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
+    assert build["env"]["MAX_JOBS"] == "2"
+    assert "FLASHINFER_JIT_DEBUG" not in build["env"]
+
+
+def test_failed_build_exits_1_with_ninjas_output(fake):
+    rc, _out, err = cli(fake, "--modules", "sampling", FAKE_FLASHINFER_FAIL="1")
+    assert rc == 1
+    assert "building FlashInfer module sampling failed: Ninja build failed." in err
+
+
+def test_unknown_module_and_bad_jobs(fake):
+    rc, _out, err = cli(fake, "--modules", "sampling,no_such_kernel")
+    assert rc == 1 and "has no JIT module 'no_such_kernel'" in err
+    rc, _out, err = cli(fake, "--jobs", "0")
+    assert rc == 2 and "--jobs must be >= 1, got 0" in err
+    assert fake.builds == []
+
+
+def test_check_builds_nothing(fake):
+    rc, out, err = cli(fake, "--modules", "sampling", "--check")
+    assert rc == 0, err
+    assert "would build: sampling" in out
+    assert fake.builds == []
+    assert not fake.so().exists()
+
+
+@pytest.mark.parametrize("text,items", [("12.0f 10.3a", ["12.0f", "10.3a"]), ("sampling,topk", ["sampling", "topk"]),
+                                        ("", []), (" 12.0f; ", ["12.0f"])])
+def test_split_list(text, items):
+    assert fj.split_list(text) == items
