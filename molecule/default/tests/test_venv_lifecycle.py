@@ -7,9 +7,14 @@ order; each step starts from the state the previous one left.
 import os
 
 UPGRADED = ["sglang==0.5.23", "tomli-w==1.2.0"]
-# FlashInfer's build files name the venv's real path: a flip makes the pre-warm rebuild the cache
-# for the new venv (minutes on 2 cores). These tests are about the venv, so that role sits out.
-NO_FLASHINFER = "flashinfer_install,flashinfer_configure"
+# These tests are about the venv: only the sglang_venv role runs (molecule/default/role.yml). With
+# the whole site.yml, a flip would make the pre-warm rebuild FlashInfer's cache for the new venv
+# (its build files name the venv's real path; minutes on 2 cores).
+VENV_ROLE = {"bsg_role": "blackwell.sglang.sglang_venv"}
+
+
+def run_venv_role(run_playbook, *extra_vars):
+    return run_playbook("molecule/default/role.yml", VENV_ROLE, *extra_vars)
 
 
 def links(host):
@@ -24,9 +29,9 @@ def imports_sglang(host):
     return host.run("runuser -u sglang -- /opt/sglang/current/bin/python -c 'import sglang'").rc == 0
 
 
-def test_1_changed_pin_builds_a_second_venv_and_flips_current(host, run_site):
+def test_1_changed_pin_builds_a_second_venv_and_flips_current(host, run_playbook):
     first = host.file("/opt/sglang/current").linked_to
-    rc, out = run_site({"sglang_venv_packages": UPGRADED}, skip_tags=NO_FLASHINFER)
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_packages": UPGRADED})
     assert rc == 0, out
     current, previous = links(host)
     assert current != first
@@ -37,17 +42,17 @@ def test_1_changed_pin_builds_a_second_venv_and_flips_current(host, run_site):
     assert imports_sglang(host)
 
 
-def test_2_same_spec_again_changes_nothing(host, run_site):
+def test_2_same_spec_again_changes_nothing(host, run_playbook):
     before = links(host)
-    rc, out = run_site({"sglang_venv_packages": UPGRADED}, skip_tags=NO_FLASHINFER)
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_packages": UPGRADED})
     assert rc == 0, out
     assert "changed=0" in out, out
     assert links(host) == before
 
 
-def test_3_failed_build_leaves_current_alone(host, run_site):
+def test_3_failed_build_leaves_current_alone(host, run_playbook):
     before_links, before_venvs = links(host), venvs(host)
-    rc, out = run_site({"sglang_venv_packages": ["sglang==0.0.999"]}, skip_tags=NO_FLASHINFER)
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_packages": ["sglang==0.0.999"]})
     assert rc != 0
     assert "failed and was removed" in out
     assert "sglang==0.0.999" in out and "uv said" in out
@@ -57,17 +62,17 @@ def test_3_failed_build_leaves_current_alone(host, run_site):
     assert imports_sglang(host)
 
 
-def test_4_rollback_repoints_current_to_the_previous_venv(host, run_site):
+def test_4_rollback_repoints_current_to_the_previous_venv(host, run_playbook):
     current, previous = links(host)
-    rc, out = run_site({"sglang_venv_packages": UPGRADED}, {"sglang_venv_rollback": True}, skip_tags=NO_FLASHINFER)
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_packages": UPGRADED}, {"sglang_venv_rollback": True})
     assert rc == 0, out
     assert links(host) == (previous, current)
     assert imports_sglang(host)
 
 
-def test_5_keep_one_never_prunes_current_or_previous(host, run_site):
+def test_5_keep_one_never_prunes_current_or_previous(host, run_playbook):
     current, previous = links(host)
-    rc, out = run_site({"sglang_venv_keep": 1}, skip_tags=NO_FLASHINFER)
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_keep": 1})
     assert rc == 0, out
     # current already holds the default spec's venv: nothing is built or flipped...
     assert links(host) == (current, previous)
