@@ -14,12 +14,11 @@ this scenario's own converge + idempotence (test_flashinfer.py) and the b300 sce
 import json
 import os
 import re
-import subprocess
 
 import pytest
+from conftest import _run_playbook
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-CASES = os.path.join(ROOT, "molecule", "default", "cases")
+CASES = os.path.join("molecule", "default", "cases")
 BASE = "/opt/fi-cases"
 CUDA_128 = BASE + "/cuda-12.8"
 CUDA_130 = "/opt/cuda/13.0.2"
@@ -31,14 +30,9 @@ def venv(version):
 
 
 def playbook(name, *extra_vars):
-    env = dict(os.environ)
-    env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".cache", "collections")
-    env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
-    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(CASES, name)]
-    for value in extra_vars:
-        args += ["-e", json.dumps(value)]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    return proc.returncode, " ".join((proc.stdout + proc.stderr).split())
+    """Run cases/<name> (conftest's runner); return (rc, output with whitespace folded)."""
+    rc, out = _run_playbook(os.path.join(CASES, name), *extra_vars)
+    return rc, " ".join(out.split())
 
 
 @pytest.fixture(scope="module")
