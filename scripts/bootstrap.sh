@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian/Ubuntu machine (as root) for this collection's tests and lab:
-#   1. apt: podman, runc, debootstrap (only when missing)
+#   1. apt: podman, runc, debootstrap, shellcheck (ansible-test sanity runs it) (only when missing)
 #   2. .venv with the pinned tools from requirements-dev.txt (re-installed when that file changes)
 #   3. the collection link that lets playbooks resolve blackwell.sglang.* from this checkout
 #   4. the test image localhost/blackwell-sglang-test:bookworm (built only when missing; skipped
@@ -12,7 +12,7 @@ cd "$BSG_ROOT"
 log() { printf '[bootstrap] %s\n' "$*"; }
 
 need_apt=()
-for pair in podman:podman runc:runc debootstrap:debootstrap; do
+for pair in podman:podman runc:runc debootstrap:debootstrap shellcheck:shellcheck; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%:*}" ] || need_apt+=("${pair##*:}")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

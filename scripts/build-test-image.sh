@@ -16,7 +16,7 @@ debootstrap --variant=minbase \
   bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -n 40 "$work/debootstrap.log"; exit 1; }
 
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
-  echo "[image] trusting $(ls /usr/local/share/ca-certificates/*.crt | tr '\n' ' ')"
+  echo "[image] trusting" /usr/local/share/ca-certificates/*.crt
   cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
   chroot "$rootfs" update-ca-certificates >/dev/null
 fi

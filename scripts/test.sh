@@ -1,13 +1,35 @@
 #!/usr/bin/env bash
-# All tests: lint (yamllint, ansible-lint production), unit tests, collection build/install check,
-# Molecule scenarios. CI (.ci/run) calls exactly this.
-#   ./scripts/test.sh                 everything
-#   SCENARIOS="default" ./scripts/test.sh   a subset of Molecule scenarios
+# All tests. CI (.ci/run) calls exactly `./scripts/test.sh`.
+#   ./scripts/test.sh                        everything: lint, sanity, unit tests, build check, every Molecule scenario
+#   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
+#   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
+#   BSG_BESIDE="" ./scripts/test.sh             run every scenario in turn (default: apt and wheelhouse
+#                                               run in a second process beside the others)
+# Each run leaves a timestamped log and JUnit files in .cache/test-times/; at the end
+# scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file)
+# against the budget in tests/ci-budget.yml.
 set -euo pipefail
+quick=false
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=true ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+times="$BSG_ROOT/.cache/test-times"
+rm -rf "$times"
+mkdir -p "$times"
+# Every line timestamped (HH:MM:SS), on the console and in the log the breakdown reads.
+exec > >(while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done | tee "$times/test.log") 2>&1
+stamp_pid=$!
+trap 'exec 1>&- 2>&-; wait "$stamp_pid"' EXIT
+step() { printf '=== %s\n' "$*"; }
+
+step "bootstrap"
 "$BSG_ROOT/scripts/bootstrap.sh"
 cd "$BSG_ROOT"
-step() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
 # Molecule (through ansible-compat) installs this collection into ~/.ansible/collections, and
 # ansible-lint prefers a copy there to this checkout: drop a copy left by an earlier run.
@@ -19,12 +41,55 @@ step "ansible-lint (profile production)"
 ansible-lint --offline
 step "antsibull-changelog lint"
 antsibull-changelog lint
+step "ansible-test sanity"
+scripts/sanity.sh
 step "unit tests"
-python -m pytest -q tests/unit
+python -m pytest -q -p no:cacheprovider --junitxml="$times/unit.xml" tests/unit
 step "collection build + install + FQCN"
 scripts/check-build.sh
-for scenario in ${SCENARIOS:-$(ls molecule)}; do
-  step "molecule test -s $scenario"
-  molecule test -s "$scenario"
+
+if $quick; then
+  scenarios="${SCENARIOS:-wheelhouse}"
+else
+  scenarios="${SCENARIOS:-$(ls molecule)}"
+fi
+run_scenario() {
+  step "molecule test -s $1"
+  PYTEST_ADDOPTS="--junitxml=$times/molecule-$1.xml" molecule test -s "$1"
+}
+# The small scenarios (BSG_BESIDE, default apt and wheelhouse) run one after the other in a second
+# process beside the rest: most of a scenario's wall time is Ansible's podman round trips, which
+# leave a core idle. Their output goes to .cache/test-times/beside.log and is printed at the end.
+beside="" main=""
+for scenario in $scenarios; do
+  case " ${BSG_BESIDE-apt wheelhouse} " in
+    *" $scenario "*) beside="$beside $scenario" ;;
+    *) main="$main $scenario" ;;
+  esac
 done
+if [ -z "$main" ]; then main="$beside" beside=""; fi
+if [ -n "$beside" ]; then
+  (
+    set -o pipefail
+    (set -e; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 \
+      | while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done > "$times/beside.log"
+  ) &
+  beside_pid=$!
+fi
+failed=""
+for scenario in $main; do
+  run_scenario "$scenario" || { failed="$scenario"; break; }
+done
+if [ -n "$beside" ]; then
+  beside_rc=0
+  wait "$beside_pid" || beside_rc=$?
+  step "output of the scenarios run beside the others:$beside"
+  cat "$times/beside.log"
+  [ "$beside_rc" -eq 0 ] || failed="$failed (one of$beside)"
+fi
+if [ -n "$failed" ]; then
+  echo "test.sh: Molecule scenario $failed failed"
+  exit 1
+fi
 step "all tests passed"
+python scripts/ci-times.py "$times"

@@ -9,11 +9,11 @@ FlashInfer (``flashinfer.jit.env.FLASHINFER_JIT_DIR``, ``flashinfer.jit.<name>.g
 never from a guess. Stdlib only besides FlashInfer.
 
 ``ensure()`` is the whole check/build/repair run. Two callers share it: the
-``flashinfer_jit_cache`` module, and this file run as a command (``main()``), which the
-``sglang_services`` role copies to the host and every unit runs as ``ExecStartPre=`` with the
-environment systemd already loaded::
+``flashinfer_jit_cache`` module, and the pre-warm command (``command()``): the ``sglang_services``
+role copies this file to the host beside ``roles/sglang_services/files/flashinfer_prewarm.py``,
+which every unit runs as ``ExecStartPre=`` with the environment systemd already loaded::
 
-    /opt/sglang/current/bin/python /usr/local/lib/blackwell-sglang/flashinfer_jit.py --modules sampling
+    /opt/sglang/current/bin/python /usr/local/lib/blackwell-sglang/flashinfer_prewarm.py --modules sampling
 
 It exits 0 when every module is built (seconds when warm), compiles what is missing (the serving
 process then never compiles), and exits 1 with a one-line reason on failure.
@@ -29,7 +29,6 @@ import re
 import shutil
 import struct
 import subprocess
-import sys
 import time
 
 ELF_MAGIC = b"\x7fELF"
@@ -385,7 +384,7 @@ def split_list(text):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog="flashinfer_jit.py",
+        prog="flashinfer_prewarm.py",
         description="Check FlashInfer's targets and make sure its JIT modules are built (compile-only, "
                     "no GPU needed); repairs what a killed build left. Reads the environment it runs in "
                     "(the unit's EnvironmentFile=).",
@@ -405,9 +404,13 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
-    """Run ensure() as a command; exit 0 when every module is built, 1 with the reason otherwise."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def command(argv):
+    """The pre-warm check as a command (the units' ExecStartPre=, roles/sglang_services/files/flashinfer_prewarm.py).
+
+    Returns (exit status, one line): 0 and the summary when every module is built, 1 and
+    "flashinfer_jit: error: <reason>" otherwise. The caller prints the line (stdout for 0, stderr for 1).
+    """
+    args = parse_args(argv)
     try:
         prepare_environment(args.env_file, args.workspace_base, args.jobs)
         expected = args.expected_archs
@@ -415,19 +418,11 @@ def main(argv=None):
             expected = split_list(os.environ["FLASHINFER_CUDA_ARCH_LIST"])
         result = ensure(modules=args.modules, expected_archs=expected or None, check_mode=args.check)
     except JitCacheError as exc:
-        sys.stderr.write("flashinfer_jit: error: %s\n" % exc)
-        return 1
+        return 1, "flashinfer_jit: error: %s" % exc
     words = "would build" if args.check else "built"
-    print("flashinfer_jit: FlashInfer %s targets %s, cache %s; %s: %s; up to date: %s%s%s" % (
+    return 0, "flashinfer_jit: FlashInfer %s targets %s, cache %s; %s: %s; up to date: %s%s%s" % (
         result["flashinfer_version"], " ".join(result["archs"]), result["cache_dir"], words,
         ", ".join(result["built"]) or "none", ", ".join(result["skipped_modules"]) or "none",
         "; repaired: " + "; ".join(result["repaired"]) if result["repaired"] else "",
         " (%s s)" % " ".join("%s=%s" % item for item in sorted(result["seconds"].items())) if result["seconds"] else "",
-    ))
-    sys.stdout.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    # Run as a file, Python puts this directory first on sys.path; nothing here shadows FlashInfer.
-    sys.exit(main())
+    )

@@ -63,7 +63,7 @@ def driver_error(text):
     if not found:
         return None
     # Keep the order in which they appear in the output.
-    return " ".join(sorted(found, key=lambda line: (text or "").find(line)))
+    return " ".join(sorted(found, key=(text or "").find))
 
 
 def _optional(value):

@@ -66,6 +66,8 @@ options:
         module fails unless FlashInfer's own target-arch set equals it.
     type: list
     elements: str
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
@@ -73,6 +75,8 @@ attributes:
   diff_mode:
     support: full
     details: The list of compiled modules in this version/arch cache, before and after.
+  platform:
+    platforms: posix
 notes:
   - Failure modes, each with a message that says what to fix - no C(flashinfer) in the interpreter;
     C(nvcc) missing under C(CUDA_HOME) or too old for a target (names both versions); FlashInfer's

@@ -26,7 +26,7 @@ CUDA_HOME=$cuda_home
 PATH=$cuda_home/bin:$(dirname "$(command -v python3)"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 FLASHINFER_WORKSPACE_BASE=$WS
 ENV
-as_smoke() { runuser -u smoke -- env -i $(grep -v '^#' "$ENV_FILE" | xargs) HOME="$WS" PYTHONPATH="$SITE:$COLL" \
+as_smoke() { local envs; mapfile -t envs < <(grep -v '^#' "$ENV_FILE"); runuser -u smoke -- env -i "${envs[@]}" HOME="$WS" PYTHONPATH="$SITE:$COLL" \
   NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "$@"; }
 
 nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"

@@ -1,40 +1,102 @@
-"""Helpers shared by the verify tests: run site.yml against the scenario's node as an operator would."""
+"""Helpers shared by the verify tests: run playbooks against the scenario's nodes as an operator would.
+
+The scenario has two nodes, molecule-pro6000 and molecule-b300 (the lab's two host types); each test
+file says which one it checks (testinfra_hosts). Playbooks run by the tests are limited to the
+PRO 6000 node unless a test names another.
+"""
 
 import json
 import os
+import re
 import subprocess
+import tempfile
 
 import pytest
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PRO6000 = "molecule-pro6000"
+B300 = "molecule-b300"
+# The playbook that runs one role of the collection (extra var or host var bsg_role).
+ROLE_PLAYBOOK = "molecule/default/role.yml"
 
 
-def _run_playbook(path, *extra_vars, skip_tags=None):
-    """Run a playbook (relative to the repository root) with extra vars (dicts); return (rc, output)."""
+def _ansible_env(**extra):
     env = dict(os.environ)
     env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".cache", "collections")
     env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
-    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, path)]
+    env.update(extra)
+    return env
+
+
+def _run_playbook(path, *extra_vars, limit=PRO6000):
+    """Run a playbook (relative to the repository root) on one node with extra vars (dicts); return (rc, output)."""
+    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, path), "--limit", limit]
     for value in extra_vars:
         args += ["-e", json.dumps(value)]
-    if skip_tags:
-        args += ["--skip-tags", skip_tags]
-    proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    proc = subprocess.run(args, capture_output=True, text=True, env=_ansible_env(), cwd=ROOT, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
 
-def _run_site(*extra_vars, skip_tags=None):
-    """Run site.yml with extra vars (dicts); return (rc, stdout + stderr)."""
-    return _run_playbook("site.yml", *extra_vars, skip_tags=skip_tags)
+class CaseResult:
+    """What one case host did: failed (bool), changed (task count), text (every message, folded)."""
+
+    def __init__(self, stats, results):
+        self.failed = stats.get("failures", 0) > 0 or stats.get("unreachable", 0) > 0
+        self.changed = stats.get("changed", 0)
+        texts = []
+        for result in results:
+            for key in ("msg", "stderr", "stdout"):
+                value = result.get(key)
+                if isinstance(value, str) and value:
+                    texts.append(value)
+        self.text = " ".join(" ".join(texts).split())
+
+    def __repr__(self):
+        return "CaseResult(failed=%s, changed=%s, text=%r)" % (self.failed, self.changed, self.text[-2000:])
 
 
-@pytest.fixture
-def run_site():
-    return _run_site
+def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro6000")):
+    """Run `playbook` once for many independent cases, in parallel.
+
+    Each case (name -> host vars, e.g. {"bsg_role": ..., "cuda_toolkit_version": "13.0"}) becomes an
+    inventory host that reaches `node` through the same podman connection, in the node's groups (so
+    the lab's group_vars apply, and a case's own vars override them as -e did per run before). One
+    ansible-playbook run with Ansible's JSON callback; returns {name: CaseResult}.
+    """
+    with open(os.environ["MOLECULE_INVENTORY_FILE"]) as handle:
+        node_vars = yaml.safe_load(handle)["all"]["hosts"][node]
+    connection = {key: value for key, value in node_vars.items() if key.startswith("ansible_")}
+    connection.setdefault("ansible_host", node)
+    hosts = {"case-%s" % name: dict(connection, **values) for name, values in cases.items()}
+    inventory = {"all": {"children": {group: {"hosts": {host: None for host in hosts}} for group in groups}},
+                 "case_hosts": {"hosts": hosts}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cases.yml")
+        with open(path, "w") as handle:
+            yaml.safe_dump(inventory, handle)
+        args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-i", path,
+                os.path.join(ROOT, playbook), "--limit", "case_hosts", "--forks", str(max(5, len(hosts)))]
+        env = _ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+        proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    # The JSON document starts on a line of its own; ansible.cfg's profile_tasks prints around it.
+    start = re.search(r"^\{$", proc.stdout, re.M)
+    try:
+        report = json.JSONDecoder().raw_decode(proc.stdout[start.start():])[0]
+    except (AttributeError, ValueError) as exc:
+        raise AssertionError("ansible-playbook printed no JSON report (rc %d): %s %s"
+                             % (proc.returncode, proc.stdout, proc.stderr)) from exc
+    results = {host: [] for host in hosts}
+    for play in report.get("plays", []):
+        for task in play.get("tasks", []):
+            for host, result in task.get("hosts", {}).items():
+                if host in results:
+                    results[host].append(result)
+    return {name: CaseResult(report["stats"].get("case-%s" % name, {}), results["case-%s" % name]) for name in cases}
 
 
 @pytest.fixture
 def run_playbook():
     """run_playbook(path, *extra_vars): e.g. one role's playbook (molecule/default/role.yml) instead of
-    the whole site.yml, for cases that fail in that role's preflight (about 20 s instead of 90)."""
+    the whole site.yml, for cases that fail in that role's preflight."""
     return _run_playbook

@@ -1,13 +1,17 @@
 """Bad input to the roles: a clear error before anything on the host changes.
 
 Each case runs the role it is about (molecule/default/role.yml; the roles read what earlier ones
-left on the host, so the whole site.yml is not needed to reach a role's preflight, and a case takes
-about 20 s instead of 90) against the converged node with one bad setting (extra vars), and checks
-the play failed with a message that names the problem, reported no change, and left the host's
-toolkit, venvs, links and service user exactly as they were.
+left on the host, so the whole site.yml is not needed to reach a role's preflight) against the
+converged PRO 6000 node with one bad setting, and checks the play failed with a message that names
+the problem, reported no change, and left the host's toolkit, venvs, links and service user exactly
+as they were. The cases are independent and stop in preflight: they run together, one inventory
+host each (conftest.run_cases), in one ansible-playbook run.
 """
 
 import pytest
+from conftest import run_cases
+
+testinfra_hosts = ["podman://molecule-pro6000"]
 
 FINGERPRINT = (
     "find /opt/cuda /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d /opt/sglang "
@@ -21,7 +25,6 @@ PY310_SCRIPT = (
     "\"libc\": \"glibc 2.36\", \"platforms\": [\"linux_x86_64\"]}'\n" % PY310
 )
 
-ROLE_PLAYBOOK = "molecule/default/role.yml"
 CUDA = "blackwell.sglang.cuda_toolkit"
 VENV = "blackwell.sglang.sglang_venv"
 
@@ -41,16 +44,28 @@ CASES = [
     ({"sglang_venv_keep": 0}, "sglang_venv_keep must be >= 1 (got 0)"),
     ({"sglang_venv_rollback": True}, "there is no previous venv to roll back to"),
 ]
+IDS = [m[:40] for _v, m in CASES]
 
 
-@pytest.mark.parametrize("extra_vars,message", CASES, ids=[m[:40] for _v, m in CASES])
-def test_bad_input_fails_clearly_and_changes_nothing(host, run_playbook, extra_vars, message):
-    if extra_vars.get("sglang_venv_python") == PY310:
-        host.check_output("cat > %s <<'EOF'\n%sEOF\nchmod 0755 %s" % (PY310, PY310_SCRIPT, PY310))
+@pytest.fixture(scope="module")
+def bad_runs(host):
+    """All cases at once; the host's fingerprint before and after."""
+    host.check_output("cat > %s <<'EOF'\n%sEOF\nchmod 0755 %s" % (PY310, PY310_SCRIPT, PY310))
     before = host.check_output(FINGERPRINT)
-    role = VENV if any(name.startswith("sglang_venv_") for name in extra_vars) else CUDA
-    rc, output = run_playbook(ROLE_PLAYBOOK, {"bsg_role": role}, extra_vars)
-    assert rc != 0, output
-    assert message in output, output
-    assert "changed=0" in output, output
-    assert host.check_output(FINGERPRINT) == before
+    cases = {}
+    for index, (extra_vars, _message) in enumerate(CASES):
+        role = VENV if any(name.startswith("sglang_venv_") for name in extra_vars) else CUDA
+        cases[str(index)] = dict(extra_vars, bsg_role=role)
+    results = run_cases(cases)
+    return results, before, host.check_output(FINGERPRINT)
+
+
+@pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
+def test_bad_input_fails_clearly_and_changes_nothing(bad_runs, index):
+    results, before, after = bad_runs
+    result = results[str(index)]
+    message = CASES[index][1]
+    assert result.failed, result
+    assert message in result.text, result
+    assert result.changed == 0, result
+    assert after == before

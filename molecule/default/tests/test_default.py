@@ -2,6 +2,8 @@
 
 import pytest
 
+testinfra_hosts = ["podman://molecule-pro6000"]
+
 CUDA_HOME = "/opt/cuda/13.0.2"
 NVCC = CUDA_HOME + "/bin/nvcc"
 SOURCE = r"""

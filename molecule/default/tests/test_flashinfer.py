@@ -1,10 +1,25 @@
 """FlashInfer on the PRO 6000 lab node: the sm120 fix is in force, proven, and the cache is warm.
 
-Then, in order, the faults of the seed outage and its relatives, each followed by a converge:
-a truncated .so; then a reinstalled FlashInfer with a wiped cache and a pre-warm SIGKILLed mid-build.
+Then, in order, the faults of the seed outage and its relatives, each followed by a run of the
+flashinfer role (the part of site.yml that proves the fix and pre-warms): a truncated .so; then a
+reinstalled FlashInfer with a wiped cache and a pre-warm SIGKILLed mid-build.
+
+The faults run on FlashInfer's `quantization` JIT module, not `sampling`: two small sources
+(packbits), about 20 s to build on 2 cores where sampling takes about 3 minutes, through exactly the
+same path (FlashInfer's JitSpec.build, its ninja build and its lock file), so a truncated .so, a
+lock left by a SIGKILLed build, a wiped cache and a reinstalled package look the same on disk. They
+run against a scratch copy of the SGLang venv's FlashInfer 0.7.2 (copied with its mtimes, in a venv
+that borrows torch and the rest from the SGLang venv, as the FlashInfer cases do), with their own
+env file and workspace: reinstalling FlashInfer in the SGLang venv itself would give its sources new
+mtimes, and ninja would rebuild the services' sampling cache that the later tests need warm.
 """
 
 import time
+
+import pytest
+from conftest import ROLE_PLAYBOOK, _run_playbook
+
+testinfra_hosts = ["podman://molecule-pro6000"]
 
 ENV = "/etc/sglang/flashinfer.env"
 CACHE = "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops"
@@ -29,8 +44,8 @@ ELF_OK = (
 )
 
 
-def so_ok(host):
-    return host.run("python3 -c \"%s\" %s" % (ELF_OK, SO)).rc == 0
+def so_ok(host, path=SO):
+    return host.run("python3 -c \"%s\" %s" % (ELF_OK, path)).rc == 0
 
 
 def test_env_file(host):
@@ -74,44 +89,83 @@ def test_warm_cache_does_not_rebuild(host):
     print("warm check of sampling: %s s" % out.stdout.strip())
 
 
-def test_fault_truncated_so_is_repaired(host, run_site):
-    host.check_output("truncate -s 4096 " + SO)
-    assert not so_ok(host)
-    rc, out = run_site()
+# ---- faults, on the quantization module of a scratch FlashInfer (see the docstring) ------------
+
+FAULTS = "/opt/fi-faults"
+FAULT_VENV = FAULTS + "/venv"
+FAULT_SITE = FAULT_VENV + "/lib/python3.11/site-packages"
+FAULT_ENV = FAULTS + "/flashinfer.env"
+FAULT_CACHE = FAULTS + "/ws/.cache/flashinfer/0.7.2/120f/cached_ops"
+FAULT_SO = FAULT_CACHE + "/quantization/quantization.so"
+FAULT_PY = FAULT_VENV + "/bin/python"
+SGLANG_SITE = "/opt/sglang/current/lib/python3.11/site-packages"
+FAULT_VARS = {
+    "bsg_role": "blackwell.sglang.flashinfer",
+    "flashinfer_venv": FAULT_VENV,
+    "flashinfer_cuda_home": "/opt/cuda/13.0.2",
+    "flashinfer_env_file": FAULT_ENV,
+    "flashinfer_workspace_base": FAULTS + "/ws",
+    "flashinfer_prewarm_modules": ["quantization"],
+}
+FAULT_BUILD = BUILD.replace("sampling import gen_sampling_module", "quantization import gen_quantization_module")
+FAULT_AS_UNIT = "runuser -u sglang -- env -i $(grep -v '^#' %s | xargs) %s" % (FAULT_ENV, FAULT_PY)
+
+
+def run_fault_role():
+    rc, out = _run_playbook(ROLE_PLAYBOOK, FAULT_VARS)
+    return rc, out, " ".join(out.split())
+
+
+@pytest.fixture(scope="module")
+def fault_venv(host):
+    """The scratch FlashInfer, its quantization module built once by the role."""
+    host.check_output(
+        "set -e; rm -rf {f}; mkdir -p {f}; /usr/bin/python3 -m venv --without-pip {v}; "
+        "cp -a {s}/flashinfer {s}/flashinfer_python-0.7.2.dist-info {fs}/; echo {s} > {fs}/sglang-venv.pth; "
+        "ln -s /opt/sglang/current/bin/ninja {v}/bin/ninja; chown -R sglang: {f}".format(
+            f=FAULTS, v=FAULT_VENV, s=SGLANG_SITE, fs=FAULT_SITE))
+    rc, out, _flat = run_fault_role()
     assert rc == 0, out
-    assert "sampling.so: truncated" in " ".join(out.split())
-    assert host.file(SO).size > 100000 and so_ok(host)
+    assert so_ok(host, FAULT_SO), out
 
 
-def test_fault_reinstalled_flashinfer_wiped_cache_killed_prewarm_then_converge_completes(host, run_site):
-    # Three faults, one rebuild (a full sampling build takes minutes on 2 cores): flashinfer-python
-    # reinstalled over itself, the cache deleted, and the pre-warm SIGKILLed mid-build.
+def test_fault_truncated_so_is_repaired(host, fault_venv):
+    host.check_output("truncate -s 4096 " + FAULT_SO)
+    assert not so_ok(host, FAULT_SO)
+    rc, out, flat = run_fault_role()
+    assert rc == 0, out
+    assert "quantization.so: truncated" in flat
+    assert host.file(FAULT_SO).size > 100000 and so_ok(host, FAULT_SO)
+
+
+def test_fault_reinstalled_flashinfer_wiped_cache_killed_prewarm_then_converge_completes(host, fault_venv):
+    # Three faults, one rebuild: flashinfer-python reinstalled over itself, the cache deleted, and
+    # the pre-warm SIGKILLed mid-build.
     host.check_output(
         "runuser -u sglang -- env HOME=/var/lib/sglang SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "
         "/opt/sglang/tools/uv-0.13.9/uv-0.13.9.data/scripts/uv "
-        "pip install --python %s --reinstall-package flashinfer-python --no-deps flashinfer-python==0.7.2" % PY
+        "pip install --python %s --reinstall-package flashinfer-python --no-deps flashinfer-python==0.7.2" % FAULT_PY
     )
-    host.check_output("rm -rf /var/lib/sglang/.cache/flashinfer")
+    host.check_output("rm -rf %s/ws/.cache/flashinfer" % FAULTS)
     # Start the same build the pre-warm runs, then SIGKILL it (and its ninja/nvcc) mid-build.
     host.check_output("systemd-run --collect --unit=killed-prewarm --uid=sglang -p EnvironmentFile=%s %s -c \"%s\""
-                      % (ENV, PY, BUILD))
+                      % (FAULT_ENV, FAULT_PY, FAULT_BUILD))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and host.run("pgrep -u sglang -f nvcc").rc != 0:
-        time.sleep(2)
+        time.sleep(0.5)
     assert host.run("pgrep -u sglang -f nvcc").rc == 0, "the pre-warm never reached nvcc"
     host.run("systemctl kill -s KILL killed-prewarm; pkill -KILL -u sglang")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and host.run("pgrep -u sglang").rc == 0:
         time.sleep(1)
     assert host.run("pgrep -u sglang").rc != 0, "the killed pre-warm left processes"
-    assert not host.file(SO).exists
-    assert host.file(CACHE + "/tmp/sampling.lock").exists
-    rc, out = run_site()
+    assert not host.file(FAULT_SO).exists
+    assert host.file(FAULT_CACHE + "/tmp/quantization.lock").exists
+    rc, out, flat = run_fault_role()
     assert rc == 0, out
-    flat = " ".join(out.split())
-    assert "sampling.lock: lock file left by a killed build" in flat
+    assert "quantization.lock: lock file left by a killed build" in flat
     assert "FlashInfer 0.7.2 targets 12.0f (fix: env)" in flat
-    assert host.check_output("%s %s" % (AS_UNIT, CHECK)).strip() == "[(12, '0f')]"
-    assert so_ok(host)
-    rc, out = run_site()
+    assert host.check_output("%s %s" % (FAULT_AS_UNIT, CHECK)).strip() == "[(12, '0f')]"
+    assert so_ok(host, FAULT_SO)
+    rc, out, _flat = run_fault_role()
     assert rc == 0 and "changed=0" in out, out

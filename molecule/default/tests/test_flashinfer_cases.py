@@ -8,7 +8,7 @@ against that venv and reads what the role proved. The node has no GPU, so FlashI
 GPUs" path sees none: its target set is empty, as it is on an sm120 host where the GPU query fails.
 
 Cases C (0.7.2, CUDA 13.0 -> 12.0f, cache 120f, second run unchanged) and D (B300 -> 10.3a) are
-this scenario's own converge + idempotence (test_flashinfer.py) and the b300 scenario.
+this scenario's own converge + idempotence (test_flashinfer.py, test_b300.py on its B300 node).
 """
 
 import json
@@ -17,6 +17,8 @@ import re
 
 import pytest
 from conftest import _run_playbook
+
+testinfra_hosts = ["podman://molecule-pro6000"]
 
 CASES = os.path.join("molecule", "default", "cases")
 BASE = "/opt/fi-cases"
@@ -31,7 +33,7 @@ def venv(version):
 
 def playbook(name, *extra_vars):
     """Run cases/<name> (conftest's runner); return (rc, output with whitespace folded)."""
-    rc, out = _run_playbook(os.path.join(CASES, name), *extra_vars)
+    rc, out = _run_playbook(os.path.join(CASES, name), *extra_vars, limit="molecule-pro6000:case-*")
     return rc, " ".join(out.split())
 
 

@@ -2,6 +2,8 @@
 
 import json
 
+testinfra_hosts = ["podman://molecule-pro6000"]
+
 CURRENT = "/opt/sglang/current"
 
 

@@ -6,6 +6,8 @@ order; each step starts from the state the previous one left.
 
 import os
 
+testinfra_hosts = ["podman://molecule-pro6000"]
+
 UPGRADED = ["sglang==0.5.23", "tomli-w==1.2.0"]
 # These tests are about the venv: only the sglang_venv role runs (molecule/default/role.yml). With
 # the whole site.yml, a flip would make the pre-warm rebuild FlashInfer's cache for the new venv

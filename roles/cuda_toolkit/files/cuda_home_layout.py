@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Lay NVIDIA's cuda-toolkit wheels out as a standard CUDA home. Idempotent; --check changes nothing.

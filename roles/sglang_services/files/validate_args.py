@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parse each service's launch_server arguments with the installed SGLang's own CLI parser.

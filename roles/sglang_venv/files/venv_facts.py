@@ -2,12 +2,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Versions read from the installed venv itself (run with its interpreter; imports nothing heavy:
 torch's CUDA version is read from torch/version.py, not by importing torch). Prints JSON."""
-import importlib.metadata as metadata
 import importlib.util
 import json
 import os
 import re
 import sys
+from importlib import metadata
 
 
 def version(dist):

@@ -1,27 +1,36 @@
-"""plugins/module_utils/flashinfer_jit.py run as a command, the way the units' ExecStartPre= runs it:
-a separate interpreter, the environment systemd loaded, no Ansible. Same fake FlashInfer as the
-module's tests (test_flashinfer_jit_cache.py), so both callers of ensure() are held to one behaviour.
+"""roles/sglang_services/files/flashinfer_prewarm.py run as a command, the way the units' ExecStartPre=
+runs it: installed beside plugins/module_utils/flashinfer_jit.py (as the role lays them out in
+/usr/local/lib/blackwell-sglang), a separate interpreter, the environment systemd loaded, no Ansible.
+Same fake FlashInfer as the module's tests (test_flashinfer_jit_cache.py), so both callers of
+ensure() are held to one behaviour.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
-from test_flashinfer_jit_cache import VERSION, fake  # noqa: F401  (fixture)
+from fake_flashinfer import VERSION
 
-SCRIPT = fj.__file__
+PREWARM = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang_services", "files",
+                       "flashinfer_prewarm.py")
 
 
 def cli(fake, *args, **env):
-    """Run flashinfer_jit.py in a fresh interpreter; return (rc, stdout, stderr)."""
+    """Run flashinfer_prewarm.py in a fresh interpreter, installed as the role does; return (rc, stdout, stderr)."""
+    lib = fake.tmp_path / "lib"
+    if not lib.exists():
+        lib.mkdir()
+        shutil.copy(fj.__file__, str(lib / "flashinfer_jit.py"))
+        shutil.copy(PREWARM, str(lib / "flashinfer_prewarm.py"))
     environ = dict(os.environ)
     environ["PYTHONPATH"] = str(fake.site)
     environ.setdefault("FLASHINFER_WORKSPACE_BASE", str(fake.base))
     environ.update(env)
-    proc = subprocess.run([sys.executable, SCRIPT] + list(args), capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(lib / "flashinfer_prewarm.py")] + list(args), capture_output=True, text=True,
                           env=environ, check=False, cwd=str(fake.tmp_path))
     return proc.returncode, proc.stdout, proc.stderr
 

@@ -1,5 +1,7 @@
 """The B300 lab node: CUDA 13.0 builds compute_103, FlashInfer targets 10.3a and its cache is warm."""
 
+testinfra_hosts = ["podman://molecule-b300"]
+
 ENV = "/etc/sglang/flashinfer.env"
 CACHE = "/var/lib/sglang/.cache/flashinfer/0.7.2/103a/cached_ops"
 PY = "/opt/sglang/current/bin/python"

@@ -4,6 +4,8 @@ GPU), and its ExecStartPre= pre-warm check, run as sglang with the units' env fi
 
 import pytest
 
+testinfra_hosts = ["podman://molecule-b300"]
+
 SERVICES = ("eagle3", "autoregressive", "dflash")
 SO = "/var/lib/sglang/.cache/flashinfer/0.7.2/103a/cached_ops/sampling/sampling.so"
 

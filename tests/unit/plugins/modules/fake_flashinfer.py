@@ -1,0 +1,246 @@
+"""A small fake `flashinfer` package for the flashinfer_jit_cache tests (the module and its command).
+
+The fake mirrors what the module relies on in the real FlashInfer: jit/env.py computes
+FLASHINFER_JIT_DIR at import time from FLASHINFER_WORKSPACE_BASE and FLASHINFER_CUDA_ARCH_LIST
+(<base>/.cache/flashinfer/<version>/<arch>/cached_ops), importing jit/core.py creates the
+workspace dir, core.check_cuda_arch() raises FlashInfer's own error for an empty target set,
+cpp_ext.get_cuda_path() is CUDA_HOME, and a JitSpec builds <jit_dir>/<name>/<name>.so under
+<jit_dir>/tmp/<name>.lock like FlashInfer's ninja build (a no-op when the .so exists). The
+real FlashInfer is exercised in Molecule.
+"""
+
+import inspect
+import json
+import stat
+import struct
+import sys
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_jit_cache
+
+VERSION = "0.7.2"
+LOCK_LINE = "sampling.lock: lock file left by a killed build"
+ENV_NAMES = (
+    "FLASHINFER_WORKSPACE_BASE", "FLASHINFER_CUDA_ARCH_LIST", "FLASHINFER_JIT_VERBOSE",
+    "FLASHINFER_JIT_DEBUG", "CUDA_HOME", "MAX_JOBS", "FAKE_FLASHINFER_FAIL",
+)
+
+
+def elf64(payload=64, shnum=3, shentsize=64):
+    """A small but whole ELF64 shared object: header, payload, then the section header table."""
+    shoff = 64 + payload
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)  # ELFCLASS64, little endian, EV_CURRENT
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, shentsize, shnum, 0)
+    return header + b"\xab" * payload + bytes(shentsize * shnum)
+
+
+FAKE_FILES = {
+    "flashinfer/__init__.py": '__version__ = "@VERSION@"\n',
+    "flashinfer/compilation_context.py": '''
+import os
+
+
+class CompilationContext:
+    def __init__(self):
+        self.TARGET_CUDA_ARCHS = set()
+        for arch in os.environ.get("FLASHINFER_CUDA_ARCH_LIST", "").split():
+            major, minor = arch.split(".")
+            self.TARGET_CUDA_ARCHS.add((int(major), minor))
+''',
+    "flashinfer/jit/__init__.py": "",
+    "flashinfer/jit/env.py": '''
+import os
+import pathlib
+
+from ..compilation_context import CompilationContext
+
+flashinfer_version = "@VERSION@"
+FLASHINFER_BASE_DIR = pathlib.Path(os.getenv("FLASHINFER_WORKSPACE_BASE", pathlib.Path.home().as_posix()))
+FLASHINFER_CACHE_DIR = FLASHINFER_BASE_DIR / ".cache" / "flashinfer"
+
+
+def _get_workspace_dir_name():
+    context = CompilationContext()
+    arch = "_".join("%s%s" % (major, minor) for major, minor in sorted(context.TARGET_CUDA_ARCHS))
+    return FLASHINFER_CACHE_DIR / flashinfer_version / arch
+
+
+FLASHINFER_WORKSPACE_DIR = _get_workspace_dir_name()
+FLASHINFER_JIT_DIR = FLASHINFER_WORKSPACE_DIR / "cached_ops"
+''',
+    "flashinfer/jit/core.py": '''
+import fcntl
+import json
+import os
+import struct
+import time
+
+from ..compilation_context import CompilationContext
+from . import env as jit_env
+
+# Like FlashInfer: importing the JIT core creates the workspace dir.
+os.makedirs(jit_env.FLASHINFER_WORKSPACE_DIR, exist_ok=True)
+current_compilation_context = CompilationContext()
+BUILD_LOG = "@LOG@"
+
+
+def check_cuda_arch():
+    if not any(major >= 8 or (major == 7 and minor.isdigit() and int(minor) >= 5)
+               for major, minor in current_compilation_context.TARGET_CUDA_ARCHS):
+        raise RuntimeError("FlashInfer requires GPUs with sm75 or higher. Detected TARGET_CUDA_ARCHS=%s."
+                           % sorted(current_compilation_context.TARGET_CUDA_ARCHS))
+
+
+@ELF64@
+
+
+class JitSpec:
+    def __init__(self, name):
+        self.name = name
+
+    @property
+    def jit_library_path(self):
+        return jit_env.FLASHINFER_JIT_DIR / self.name / (self.name + ".so")
+
+    @property
+    def lock_path(self):
+        return jit_env.FLASHINFER_JIT_DIR / "tmp" / (self.name + ".lock")
+
+    def build(self, verbose, need_lock=True):
+        record = {
+            "name": self.name, "verbose": verbose, "need_lock": need_lock,
+            "lock_existed": self.lock_path.exists(),
+            "env": {k: v for k, v in os.environ.items() if k.startswith(("FLASHINFER_", "MAX_JOBS", "CUDA_HOME"))},
+        }
+        fd = None
+        if need_lock:
+            self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(str(self.lock_path), os.O_RDWR | os.O_CREAT, 0o644)
+            deadline = time.monotonic() + 2  # FileLock waits forever; a test must not
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        os.close(fd)
+                        fd = None
+                        raise RuntimeError("fake build: %s is held" % self.lock_path)
+                    time.sleep(0.05)
+        try:
+            if os.environ.get("FAKE_FLASHINFER_FAIL"):
+                record["compiled"] = False
+                raise RuntimeError("Ninja build failed. Ninja output:\\nnvcc fatal   : Unsupported gpu architecture")
+            library = self.jit_library_path
+            record["compiled"] = not library.exists()  # ninja: up to date when the output exists
+            if record["compiled"]:
+                library.parent.mkdir(parents=True, exist_ok=True)
+                library.write_bytes(elf64(payload=512))
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            with open(BUILD_LOG, "a") as log:
+                log.write(json.dumps(record) + "\\n")
+''',
+    "flashinfer/jit/cpp_ext.py": '''
+import os
+
+
+def get_cuda_path():
+    cuda_home = os.environ.get("CUDA_HOME")
+    if not cuda_home:
+        raise RuntimeError("Could not find CUDA_HOME")
+    return cuda_home
+''',
+    "flashinfer/jit/sampling.py": '''
+from .core import JitSpec
+
+
+def gen_sampling_module():
+    return JitSpec("sampling")
+''',
+}
+
+NVCC = """#!/bin/sh
+echo "nvcc: NVIDIA (R) Cuda compiler driver"
+echo "Cuda compilation tools, release {release}, V{release}.88"
+"""
+
+
+def drop_flashinfer_modules():
+    for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+        del sys.modules[name]
+
+
+class FakeFlashInfer:
+    """The fake package on sys.path, a workspace base, and a CUDA_HOME with a fake nvcc."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        self.tmp_path = tmp_path
+        self.monkeypatch = monkeypatch
+        self.log = tmp_path / "builds.jsonl"
+        self.site = tmp_path / "site"
+        for rel, text in FAKE_FILES.items():
+            path = self.site / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                text.replace("@VERSION@", VERSION).replace("@LOG@", str(self.log))
+                .replace("@ELF64@", inspect.getsource(elf64))
+            )
+        self.base = tmp_path / "sglang-home"
+        self.base.mkdir()
+        self.cuda_home = tmp_path / "cuda"
+        self.set_nvcc("13.0")
+        monkeypatch.syspath_prepend(str(self.site))
+        monkeypatch.setenv("CUDA_HOME", str(self.cuda_home))
+        monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "12.0f")
+
+    def set_nvcc(self, release, cuda_home=None):
+        nvcc = (cuda_home or self.cuda_home) / "bin" / "nvcc"
+        nvcc.parent.mkdir(parents=True, exist_ok=True)
+        nvcc.write_text(NVCC.format(release=release))
+        nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
+        return nvcc
+
+    def cache_root(self, base=None):
+        return (base or self.base) / ".cache" / "flashinfer"
+
+    def workspace(self, arch="120f", base=None):
+        return self.cache_root(base) / VERSION / arch
+
+    def jit_dir(self, arch="120f", base=None):
+        return self.workspace(arch, base) / "cached_ops"
+
+    def so(self, arch="120f", base=None):
+        return self.jit_dir(arch, base) / "sampling" / "sampling.so"
+
+    def lock(self, arch="120f", base=None):
+        return self.jit_dir(arch, base) / "tmp" / "sampling.lock"
+
+    @property
+    def builds(self):
+        """Every call of spec.build(), in order, with what it saw."""
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    @property
+    def compiles(self):
+        return [record for record in self.builds if record["compiled"]]
+
+    def run(self, capsys, check_mode=False, diff=False, **args):
+        """One module run, like Ansible's: a fresh interpreter state, so FlashInfer is imported anew."""
+        args.setdefault("workspace_base", str(self.base))
+        if check_mode:
+            args["_ansible_check_mode"] = True
+        if diff:
+            args["_ansible_diff"] = True
+        drop_flashinfer_modules()
+        with patch_module_args(args):
+            with pytest.raises(SystemExit) as exit_info:
+                flashinfer_jit_cache.main()
+        drop_flashinfer_modules()
+        result = json.loads(capsys.readouterr().out)
+        result["_rc"] = exit_info.value.code
+        return result
