@@ -22,7 +22,8 @@ times="$BSG_ROOT/.cache/test-times"
 rm -rf "$times"
 mkdir -p "$times"
 # Every line timestamped (HH:MM:SS), on the console and in the log the breakdown reads.
-exec > >(while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done | tee "$times/test.log") 2>&1
+stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
+exec > >(stamp | tee "$times/test.log") 2>&1
 stamp_pid=$!
 trap 'exec 1>&- 2>&-; wait "$stamp_pid"' EXIT
 step() { printf '=== %s\n' "$*"; }
@@ -31,8 +32,8 @@ step "bootstrap"
 "$BSG_ROOT/scripts/bootstrap.sh"
 cd "$BSG_ROOT"
 
-# Molecule (through ansible-compat) installs this collection into ~/.ansible/collections, and
-# ansible-lint prefers a copy there to this checkout: drop a copy left by an earlier run.
+# ansible-lint prefers a copy of this collection in ~/.ansible/collections to this checkout: drop
+# one that an older Molecule prerun left there (the scenarios now set prerun: false).
 rm -rf "$HOME/.ansible/collections/ansible_collections/blackwell/sglang"
 
 step "yamllint"
@@ -71,8 +72,7 @@ if [ -z "$main" ]; then main="$beside" beside=""; fi
 if [ -n "$beside" ]; then
   (
     set -o pipefail
-    (set -e; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 \
-      | while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done > "$times/beside.log"
+    (set -e; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 | stamp > "$times/beside.log"
   ) &
   beside_pid=$!
 fi
