@@ -36,7 +36,12 @@ if out="$(ansible-playbook play.yml -e cuda_toolkit_version=13.0 2>&1)"; then
   echo "bad version was accepted" >&2; exit 1
 fi
 grep -q "is not a full X.Y.Z version" <<<"$out" || { echo "$out" >&2; exit 1; }
+# Check mode changes nothing on this machine: every path the role would write, to full depth, and
+# the installed packages (tests/fingerprint.sh, the same "nothing changed" as the Molecule tests).
+touched=("$tmp/opt-cuda" /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d /etc/apt/sources.list.d)
+"$BSG_ROOT/tests/fingerprint.sh" "${touched[@]}" > "$tmp/before"
 out="$(ansible-playbook --check play.yml -e cuda_toolkit_pip_prefix="$tmp/opt-cuda" 2>&1)" || { echo "$out" >&2; exit 1; }
 grep -q "failed=0" <<<"$out" || { echo "$out" >&2; exit 1; }
-[ ! -e "$tmp/opt-cuda" ] || { echo "check mode created $tmp/opt-cuda" >&2; exit 1; }
+"$BSG_ROOT/tests/fingerprint.sh" "${touched[@]}" > "$tmp/after"
+diff "$tmp/before" "$tmp/after" >&2 || { echo "check mode changed this machine (above)" >&2; exit 1; }
 echo "installed collection: role runs by FQCN, preflight rejects bad input, check mode changes nothing"

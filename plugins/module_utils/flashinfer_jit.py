@@ -128,6 +128,14 @@ class FlashInferCache:
             raise JitCacheError(
                 "cannot import flashinfer (%s); run this with the SGLang venv's interpreter" % exc
             ) from exc
+        except (ValueError, RuntimeError) as exc:
+            # FlashInfer reads FLASHINFER_CUDA_ARCH_LIST while flashinfer.jit.env imports: 0.7.2 raises
+            # ValueError for an entry that is not M.m (an empty value too) and RuntimeError for a
+            # target the CUDA toolkit is too old for ("SM 120 requires CUDA >= 12.8").
+            raise JitCacheError(
+                "FlashInfer rejects FLASHINFER_CUDA_ARCH_LIST=%r: %s: %s"
+                % (os.environ.get("FLASHINFER_CUDA_ARCH_LIST"), type(exc).__name__, exc)
+            ) from exc
         self.version = getattr(self.flashinfer, "__version__", None) or self.jit_env.flashinfer_version
         self.jit_dir = str(self.jit_env.FLASHINFER_JIT_DIR)
         self.workspace_dir = os.path.dirname(self.jit_dir)  # .../<version>/<arch>

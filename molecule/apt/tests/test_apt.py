@@ -9,6 +9,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PACKAGE = "cuda-toolkit-13-0"
 WANTED = "13.0.2-1"
@@ -96,3 +98,25 @@ def test_a_drifted_toolkit_is_brought_back_to_the_pin(host):
     assert host.package(PACKAGE).version == WANTED
     assert host.check_output("dpkg --get-selections " + PACKAGE).split() == [PACKAGE, "hold"]
     assert "release 13.0, V13.0.88" in host.check_output(CUDA_HOME + "/bin/nvcc --version")
+
+
+# After the drift test (the host is at the pin again). Each changes nvcc, and puts it back.
+# An nvcc that is not what the pinned package installed (a hand edit, a broken file): the package
+# is at the pinned version, so nothing reinstalls it, and the verify must fail saying what it found.
+@pytest.mark.parametrize("release,archs,found", [
+    ("12.8", "compute_90 compute_120", "is release 12.8 (wanted 13.0 for 13.0.2); targets missing from --list-gpu-arch: none"),
+    ("13.0", "compute_80 compute_90", "is release 13.0 (wanted 13.0 for 13.0.2); targets missing from --list-gpu-arch: compute_120"),
+], ids=["wrong release", "target missing"])
+def test_a_toolkit_that_does_not_verify_fails_the_play_with_what_it_found(host, release, archs, found):
+    nvcc = CUDA_HOME + "/bin/nvcc"
+    host.check_output("cp -p %s /tmp/nvcc.good" % nvcc)
+    host.check_output(
+        "printf '#!/bin/sh\\ncase \"$1\" in --version) echo \"Cuda compilation tools, release %s, V%s.1\";; "
+        "--list-gpu-arch) echo %s;; esac\\n' > %s" % (release, release, archs, nvcc))
+    try:
+        result = run_site("--tags", "cuda_toolkit_configure")
+    finally:
+        host.check_output("cp -p /tmp/nvcc.good %s" % nvcc)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, output
+    assert "%s/bin/nvcc %s" % (CUDA_HOME, found) in output, output

@@ -8,6 +8,7 @@ PRO 6000 node unless a test names another.
 import json
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 
@@ -19,6 +20,44 @@ PRO6000 = "molecule-pro6000"
 B300 = "molecule-b300"
 # The playbook that runs one role of the collection (extra var or host var bsg_role).
 ROLE_PLAYBOOK = "molecule/default/role.yml"
+
+
+FINGERPRINT_SCRIPT = os.path.join(ROOT, "tests", "fingerprint.sh")
+# Where fingerprints are kept on the nodes (not a path the roles own); prepare.yml makes it.
+FINGERPRINTS = "/var/tmp/bsg-fingerprints"
+
+
+class Fingerprint:
+    """A fingerprint kept in a file on the node (it has about 175,000 lines on a converged node)."""
+
+    def __init__(self, host, path):
+        self.host = host
+        self.path = path
+        self.digest = host.check_output("sha256sum %s" % shlex.quote(path)).split()[0]
+
+
+def fingerprint(host, *paths):
+    """tests/fingerprint.sh run on the node: every fact "nothing changed" covers (contents, modes,
+    owners, link targets to full depth, unit states, packages, the service user), one per line.
+    With no paths, the paths the collection's roles own."""
+    with open(FINGERPRINT_SCRIPT) as handle:
+        script = handle.read()
+    path = host.check_output("mkdir -p %s && mktemp %s/fingerprint.XXXXXX" % (FINGERPRINTS, FINGERPRINTS))
+    host.check_output("sh -s -- %s > %s <<'BSG_FINGERPRINT'\n%sBSG_FINGERPRINT"
+                      % (" ".join(shlex.quote(p) for p in paths), path, script))
+    return Fingerprint(host, path)
+
+
+def recorded_fingerprint(host, name):
+    """A fingerprint prepare.yml or converge.yml recorded (FINGERPRINTS/<name>)."""
+    return Fingerprint(host, "%s/%s" % (FINGERPRINTS, name))
+
+
+def assert_unchanged(before, after, what="the node"):
+    """Two fingerprints are the same; otherwise fail with the lines that differ."""
+    if before.digest != after.digest:
+        diff = before.host.run("diff %s %s | head -n 80" % (shlex.quote(before.path), shlex.quote(after.path)))
+        raise AssertionError("%s changed:\n%s" % (what, diff.stdout))
 
 
 def _ansible_env(**extra):
@@ -45,11 +84,14 @@ class CaseResult:
         self.failed = stats.get("failures", 0) > 0 or stats.get("unreachable", 0) > 0
         self.changed = stats.get("changed", 0)
         texts = []
-        for result in results:
+        pending = list(results)
+        while pending:  # a loop's result holds one result per item
+            result = pending.pop(0)
             for key in ("msg", "stderr", "stdout"):
                 value = result.get(key)
                 if isinstance(value, str) and value:
                     texts.append(value)
+            pending.extend(item for item in result.get("results", []) if isinstance(item, dict))
         self.text = " ".join(" ".join(texts).split())
 
     def __repr__(self):

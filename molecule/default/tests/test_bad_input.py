@@ -3,21 +3,17 @@
 Each case runs the role it is about (molecule/default/role.yml; the roles read what earlier ones
 left on the host, so the whole site.yml is not needed to reach a role's preflight) against the
 converged PRO 6000 node with one bad setting, and checks the play failed with a message that names
-the problem, reported no change, and left the host's toolkit, venvs, links and service user exactly
-as they were. The cases are independent and stop in preflight: they run together, one inventory
-host each (conftest.run_cases), in one ansible-playbook run.
+the problem, reported no change, and left the host exactly as it was (tests/fingerprint.sh: contents,
+modes, owners and links of every path the roles own, unit states, packages, the service user).
+The cases are independent and stop in preflight: they run together, one inventory host each
+(conftest.run_cases), in one ansible-playbook run.
 """
 
 import pytest
-from conftest import run_cases
+from conftest import assert_unchanged, fingerprint, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 
-FINGERPRINT = (
-    "find /opt/cuda /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d /opt/sglang "
-    "-maxdepth 3 -printf '%p %s %T@ %l\\n' 2>/dev/null | sort | sha256sum; dpkg -l | sha256sum; "
-    "getent passwd sglang"
-)
 # An interpreter that reports Python 3.10 (Debian 12 has no 3.10 to point at).
 PY310 = "/usr/local/bin/python3.10-double"
 PY310_SCRIPT = (
@@ -51,13 +47,13 @@ IDS = [m[:40] for _v, m in CASES]
 def bad_runs(host):
     """All cases at once; the host's fingerprint before and after."""
     host.check_output("cat > %s <<'EOF'\n%sEOF\nchmod 0755 %s" % (PY310, PY310_SCRIPT, PY310))
-    before = host.check_output(FINGERPRINT)
+    before = fingerprint(host)
     cases = {}
     for index, (extra_vars, _message) in enumerate(CASES):
         role = VENV if any(name.startswith("sglang_venv_") for name in extra_vars) else CUDA
         cases[str(index)] = dict(extra_vars, bsg_role=role)
     results = run_cases(cases)
-    return results, before, host.check_output(FINGERPRINT)
+    return results, before, fingerprint(host)
 
 
 @pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
@@ -68,4 +64,4 @@ def test_bad_input_fails_clearly_and_changes_nothing(bad_runs, index):
     assert result.failed, result
     assert message in result.text, result
     assert result.changed == 0, result
-    assert after == before
+    assert_unchanged(before, after)

@@ -16,7 +16,7 @@ import os
 import re
 
 import pytest
-from conftest import _run_playbook
+from conftest import _run_playbook, assert_unchanged, fingerprint
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 
@@ -74,16 +74,26 @@ def recap(out, case):
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
 
 
+# What the two cases that must fail own on the node (tests/fingerprint.sh of these paths).
+FAILING = {
+    "F": [BASE + "/env/F.env", BASE + "/ws-F"],
+    "P": [venv("0.3.0"), BASE + "/env/P.env", BASE + "/ws-P"],
+}
+
+
 @pytest.fixture(scope="module")
 def first_round(host, releases):
-    """A (and B), E, F and the 0.3.0 venv with the patch turned off, side by side."""
-    return run_cases(
+    """A (and B), E, F and the 0.3.0 venv with the patch turned off, side by side; also the
+    fingerprints of F's and P's paths before and after ({case: (before, after)})."""
+    before = {case: fingerprint(host, *paths) for case, paths in FAILING.items()}
+    out, proven = run_cases(
         host,
         A=settings("A", "0.6.7", CUDA_128, ["12.0"]),
         E=settings("E", "0.4.0", CUDA_130, ["12.0"]),
         F=settings("F", "0.6.7", CUDA_128, ["10.3"]),
         P=settings("P", "0.3.0", CUDA_130, ["12.0"], flashinfer_patch=False),
     )
+    return out, proven, {case: (before[case], fingerprint(host, *paths)) for case, paths in FAILING.items()}
 
 
 def patch_round(host):
@@ -110,7 +120,7 @@ def test_a_flashinfer_067_alone_raises_sm75_and_the_fix_targets_120a(host, first
     assert alone.rc != 0
     assert SM75 in alone.stderr
 
-    out, proven = first_round
+    out, proven, _fingerprints = first_round
     assert recap(out, "A")["failed"] == 0, out
     assert proven["A"] == {
         "fix": "env",
@@ -130,7 +140,7 @@ def test_b_the_cuda_home_decides_not_torch(host, first_round):
     assert plain.rc != 0
     assert "SM 12.x requires CUDA >= 12.9" in plain.stderr
 
-    _out, proven = first_round
+    proven = first_round[1]
     assert proven["A"]["archs"] == ["12.0a"]
     env = host.file(BASE + "/env/A.env").content_string
     assert "CUDA_HOME=%s\n" % CUDA_128 in env
@@ -147,7 +157,7 @@ def test_e_flashinfer_040_plain_120_is_rendered_120a(host, first_round):
     assert flags.rc == 0, flags.stderr
     assert "-gencode=arch=compute_120,code=sm_120" in flags.stdout
 
-    out, proven = first_round
+    out, proven, _fingerprints = first_round
     assert recap(out, "E")["failed"] == 0, out
     assert proven["E"]["fix"] == "env"
     assert proven["E"]["archs"] == ["12.0a"]
@@ -156,13 +166,14 @@ def test_e_flashinfer_040_plain_120_is_rendered_120a(host, first_round):
 
 # F. 10.3a with CUDA 12.8: an error naming 12.9 before anything is written or compiled.
 def test_f_103_with_cuda_128_fails_before_anything_is_written(host, first_round):
-    out, proven = first_round
+    out, proven, fingerprints = first_round
     assert recap(out, "F")["failed"] == 1, out
     assert recap(out, "F")["changed"] == 0, out
     assert "10.3a needs CUDA >= 12.9; nvcc is 12.8" in out, out
     assert proven["F"] is None
     assert not host.file(BASE + "/env/F.env").exists
     assert not host.file(BASE + "/ws-F").exists
+    assert_unchanged(*fingerprints["F"], what="case F's paths")
 
 
 # Patch fallback: FlashInfer 0.3.0 asks torch for its targets and ignores FLASHINFER_CUDA_ARCH_LIST.
@@ -180,13 +191,20 @@ def test_patch_1_flashinfer_030_ignores_the_env_file(host, releases):
 
 
 def test_patch_2_off_fails_with_flashinfer_error_and_changes_nothing(host, first_round):
-    out, proven = first_round
+    out, proven, fingerprints = first_round
     assert recap(out, "P")["failed"] == 1, out
+    assert recap(out, "P")["changed"] == 0, out
     assert "FlashInfer 0.3.0 rejects the targets 12.0a" in out, out
     assert "torch's arch flags: IndexError" in out, out
+    assert "Nothing was changed." in out, out
     assert proven["P"] is None
     assert host.file(INIT).sha256sum == host.file(ORIGINAL).sha256sum
     assert not host.file(BACKUP).exists
+    # The role proves before it writes: no env file, no workspace, no probe workspace left.
+    assert not host.file(BASE + "/env/P.env").exists
+    assert not host.file(BASE + "/ws-P").exists
+    assert host.run("ls -d /tmp/blackwell-sglang-probe.*").rc != 0
+    assert_unchanged(*fingerprints["P"], what="case P's venv, env file and workspace")
 
 
 def test_patch_3_applied_original_kept_probe_passes(host, first_round):

@@ -1,14 +1,18 @@
 """sglang_services on the PRO 6000 lab node (no GPU): three verified units, EAGLE-3 enabled but not
 started, env files, Conflicts=, the ExecStartPre= pre-warm check as the service user; then the
 role alone (changed=0) and bad input, each case a playbook with only this role: a clear message,
-changed=0, and the units and env files byte-for-byte as they were. The cases are independent:
-they run together, one inventory host each (conftest.run_cases), in one ansible-playbook run.
+changed=0, and the node exactly as it was (tests/fingerprint.sh: units, env files, unit states and
+every other path the roles own). The cases are independent: they run together, one inventory host
+each (conftest.run_cases), in one ansible-playbook run.
 """
 
+import json
+import os
 import re
+import shlex
 
 import pytest
-from conftest import run_cases
+from conftest import ROOT, assert_unchanged, fingerprint, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 
@@ -18,11 +22,9 @@ ENV = "/etc/sglang/sglang-%s.env"
 FLASHINFER_ENV = "/etc/sglang/flashinfer.env"
 SO = "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops/sampling/sampling.so"
 ROLE = "blackwell.sglang.sglang_services"
-FINGERPRINT = (
-    "sha256sum /etc/systemd/system/sglang-*.service /etc/sglang/sglang-*.env; "
-    "stat -c '%n %a %U %G %Y' /etc/systemd/system/sglang-*.service /etc/sglang/sglang-*.env; "
-    "systemctl is-enabled sglang-eagle3 sglang-autoregressive sglang-dflash || true"
-)
+# The lab's EAGLE-3 settings (inventories/lab/group_vars/lab.yml): an extra var replaces the whole dict.
+LAB_EAGLE3 = {"draft_model_path": "/models/Qwen3-8B-EAGLE3", "speculative_num_steps": 3,
+              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 
 def unit_lines(host, name, key):
@@ -44,6 +46,50 @@ def test_unit_is_installed_and_verifies(host, name):
     text = unit.content_string
     assert "\nPrivateDevices=" not in text and "\nMemoryDenyWriteExecute=" not in text
     assert "\nDeviceAllow=" not in text and "\nProtectClock=" not in text
+
+
+# The role's defaults for what systemd does on failure, OOM, and what the service may reach
+# (roles/sglang_services/defaults/main.yml and templates/sglang.service.j2): systemd's own reading.
+UNIT_PROPERTIES = {
+    "Restart": "on-failure", "RestartUSec": "30s", "StartLimitIntervalUSec": "2h", "StartLimitBurst": "3",
+    "TimeoutStartUSec": "30min", "TimeoutStopUSec": "2min", "LimitNOFILE": "1048576",
+    "LimitMEMLOCK": "infinity", "OOMPolicy": "stop", "OOMScoreAdjust": "-500", "MemoryMax": "infinity",
+    "NoNewPrivileges": "yes", "CapabilityBoundingSet": "", "ProtectSystem": "full", "ProtectHome": "read-only",
+    "PrivateTmp": "yes", "PrivateDevices": "no", "ProtectKernelTunables": "yes", "ProtectKernelModules": "yes",
+    "ProtectKernelLogs": "yes", "ProtectControlGroups": "yes", "ProtectHostname": "yes", "RestrictSUIDSGID": "yes",
+    "RestrictRealtime": "yes", "RestrictNamespaces": "yes", "LockPersonality": "yes",
+    "MemoryDenyWriteExecute": "no", "SystemCallArchitectures": "native", "UMask": "0027", "DevicePolicy": "auto",
+}
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_systemd_reads_the_restart_oom_and_hardening_settings(host, name):
+    shown = host.check_output("systemctl show sglang-%s.service %s" % (
+        name, " ".join("-p " + key for key in UNIT_PROPERTIES)))
+    properties = dict(line.split("=", 1) for line in shown.splitlines())
+    assert properties == UNIT_PROPERTIES
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_security_exposure_is_ok(host, name):
+    # README: systemd-analyze security puts the exposure at about 4.1 ("OK").
+    out = host.check_output("systemd-analyze security --no-pager sglang-%s.service" % name)
+    match = re.search(r"Overall exposure level for sglang-%s.service: ([0-9.]+) (\w+)" % name, out)
+    assert match, out
+    assert float(match.group(1)) <= 4.5 and match.group(2) == "OK", match.group(0)
+
+
+def test_verify_unit_refuses_a_broken_unit_and_passes_a_good_one(host):
+    # files/verify-unit.sh, the units' validate: systemd-analyze prints some problems as warnings
+    # and still exits 0; the script fails on any of them.
+    verify = "/bin/sh /usr/local/lib/blackwell-sglang/verify-unit.sh"
+    good = host.run("%s %s sglang-eagle3.service" % (verify, UNIT % "eagle3"))
+    assert good.rc == 0 and good.stdout == "" and good.stderr == "", good.stderr
+    host.check_output("sed 's/^OOMPolicy=/MemoryMax=lots\\nOOMPolicy=/' %s > /tmp/broken.service" % (UNIT % "eagle3"))
+    broken = host.run("%s /tmp/broken.service sglang-eagle3.service" % verify)
+    assert broken.rc == 1
+    assert broken.stderr.startswith("systemd-analyze verify sglang-eagle3.service failed (rc=0):\n")
+    assert "Invalid memory limit 'lots', ignoring" in broken.stderr
 
 
 @pytest.mark.parametrize("name", SERVICES)
@@ -96,6 +142,21 @@ def test_prewarm_check_as_the_service_user_compiles_nothing_when_warm(host):
     assert host.check_output("stat -c %%Y.%%s %s" % SO) == before
 
 
+def test_validate_args_reports_sglangs_own_words_for_an_unknown_algorithm(host):
+    # The role's argument check (files/validate_args.py, which the role runs with the venv's python)
+    # against the installed SGLang 0.5.23: what follows the script's prefix is SGLang's own
+    # SpeculativeAlgorithm.from_string message, not a test double's.
+    with open(os.path.join(ROOT, "roles", "sglang_services", "files", "validate_args.py")) as handle:
+        script = handle.read()
+    host.check_output("cat > /tmp/validate_args.py <<'BSG_EOF'\n%sBSG_EOF" % script)
+    services = {"dflash": ["--model-path", "/models/x", "--speculative-algorithm", "DFLASHX"]}
+    out = host.run("PYTHONDONTWRITEBYTECODE=1 /opt/sglang/current/bin/python /tmp/validate_args.py %s"
+                   % shlex.quote(json.dumps(services)))
+    assert out.rc == 1 and out.stdout == ""
+    assert out.stderr == ("SGLang 0.5.23 rejects the arguments: sglang-dflash: --speculative-algorithm DFLASHX: "
+                          "Unknown speculative algorithm name: DFLASHX\n")
+
+
 def test_prewarm_check_fails_clearly_with_wrong_targets(host):
     [command] = unit_lines(host, "eagle3", "ExecStartPre")
     out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' %s | xargs) %s --expected-archs 10.3a"
@@ -107,11 +168,11 @@ def test_prewarm_check_fails_clearly_with_wrong_targets(host):
 @pytest.fixture(scope="module")
 def role_runs(host):
     """The role alone ("ok") and every bad case at once; the units' fingerprint before and after."""
-    before = host.check_output(FINGERPRINT)
+    before = fingerprint(host)
     cases = {"ok": {"bsg_role": ROLE}}
     cases.update((str(index), dict(extra_vars, bsg_role=ROLE)) for index, (extra_vars, _message) in enumerate(BAD))
     results = run_cases(cases)
-    return results, before, host.check_output(FINGERPRINT)
+    return results, before, fingerprint(host)
 
 
 def test_role_alone_is_idempotent(role_runs):
@@ -120,7 +181,7 @@ def test_role_alone_is_idempotent(role_runs):
     assert not result.failed, result
     assert result.changed == 0, result
     assert "not started: no GPUs" in result.text, result
-    assert after == before
+    assert_unchanged(before, after)
 
 
 BAD = [
@@ -142,6 +203,10 @@ BAD = [
       "sglang_services_autoregressive": {"cuda_visible_devices": [0, 1, 2, 3], "port": 30001},
       "sglang_services_eagle3": {"draft_model_path": "/m/d", "cuda_visible_devices": "3,4,5,6,7"}},
      "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (3)"),
+    # Passes every check before the unit is rendered; systemd-analyze refuses the unit, so the
+    # installed one stays (the template's validate: files/verify-unit.sh).
+    ({"sglang_services_eagle3": dict(LAB_EAGLE3, memory_max="lots")},
+     "systemd-analyze verify sglang-eagle3.service failed (rc=0): "),
 ]
 
 
@@ -152,4 +217,4 @@ def test_bad_input_fails_before_any_unit_changes(role_runs, index):
     assert result.failed, result
     assert BAD[index][1] in result.text, result
     assert result.changed == 0, result
-    assert after == before
+    assert_unchanged(before, after)

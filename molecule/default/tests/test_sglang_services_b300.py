@@ -1,8 +1,12 @@
 """sglang_services on the B300 lab node: the three units verify, EAGLE-3 is enabled (not started: no
 GPU), and its ExecStartPre= pre-warm check, run as sglang with the units' env files, finds the
-10.3a cache warm and compiles nothing."""
+10.3a cache warm and compiles nothing. Last, a service's env and GPUs: what the env file holds, and
+that a secret in it never reaches Ansible's output."""
+
+import re
 
 import pytest
+from conftest import B300, ROLE_PLAYBOOK, _run_playbook
 
 testinfra_hosts = ["podman://molecule-b300"]
 
@@ -27,3 +31,25 @@ def test_prewarm_check_is_warm_for_103a(host):
     assert out.rc == 0, out.stderr
     assert "targets 10.3a" in out.stdout and "built: none; up to date: sampling" in out.stdout
     assert host.check_output("stat -c %%Y.%%s %s" % SO) == before
+
+
+# Last on this node: it changes the EAGLE-3 service's env file (nothing after it reads this node).
+SECRET = "hf_blackwell_sglang_not_a_real_token_0123456789"
+LAB_EAGLE3 = {"draft_model_path": "/models/Qwen3-8B-EAGLE3", "speculative_num_steps": 3,
+              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+
+
+def test_env_and_gpus_are_written_and_the_secret_stays_out_of_the_output(host):
+    settings = dict(LAB_EAGLE3, env={"HF_TOKEN": SECRET, "NCCL_DEBUG": "WARN"}, cuda_visible_devices=[3, 2])
+    rc, out = _run_playbook(ROLE_PLAYBOOK, {"bsg_role": "blackwell.sglang.sglang_services",
+                                            "sglang_services_eagle3": settings}, limit=B300)
+    assert rc == 0, out
+    assert re.search(r"changed=[1-9]", out), out
+    assert SECRET not in out
+    env = host.file("/etc/sglang/sglang-eagle3.env")
+    assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
+    assert [line for line in env.content_string.splitlines() if line and not line.startswith("#")] == [
+        "CUDA_VISIBLE_DEVICES=2,3", "HF_TOKEN=" + SECRET, "NCCL_DEBUG=WARN"]
+    # The unit reads that file after FlashInfer's, as the service user only may.
+    assert host.run("runuser -u nobody -- cat /etc/sglang/sglang-eagle3.env").rc != 0
+    assert host.run("runuser -u sglang -- cat /etc/sglang/sglang-eagle3.env").rc == 0

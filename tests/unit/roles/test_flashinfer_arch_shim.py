@@ -94,8 +94,14 @@ def test_shim_rejects_what_it_cannot_read(torch_ext, monkeypatch, bad):
 
 
 def test_shim_loaded_twice_still_wraps_torch(torch_ext, monkeypatch):
-    load_shim()
-    load_shim()
+    original = torch_ext._get_cuda_arch_flags
+    first = load_shim()
+    second = load_shim()  # a reload (importlib.reload, a second import path): must not wrap the first wrapper
+    # Each load wraps torch's own function, not the wrapper the load before installed: without the
+    # reload guard the second would call the first, and every reload would add a layer.
+    assert first._torch_get_cuda_arch_flags is original
+    assert second._torch_get_cuda_arch_flags is original
+    assert torch_ext._get_cuda_arch_flags is second._get_cuda_arch_flags
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "8.0")
     assert torch_ext._get_cuda_arch_flags() == ["-gencode=arch=compute_80,code=sm_80"]
     assert torch_ext.calls == [None]

@@ -1,6 +1,8 @@
 """roles/sglang_services/files/validate_args.py against a small fake `sglang` whose parser is built the
-way SGLang's is (ServerArgs.add_cli_args on an argparse parser; SpeculativeAlgorithm.from_string).
-The real SGLang 0.5.23 is exercised in Molecule."""
+way SGLang's is (ServerArgs.add_cli_args on an argparse parser; SpeculativeAlgorithm.from_string as
+sglang 0.5.23 has it, sglang/srt/speculative/spec_info.py lines 49-65). The fake stands in for
+SGLang because SGLang and torch are not installed here; the real SGLang 0.5.23 runs the same script
+in Molecule (test_sglang_services.py), where the algorithm error is SGLang's own."""
 
 import json
 import os
@@ -29,17 +31,34 @@ class ServerArgs:
 from enum import Enum, auto
 
 
+_RESERVED_ALIASES = frozenset({"NEXTN"})  # sglang/srt/speculative/spec_registry.py line 183
+
+
+def _get_registered_spec(name):
+    return None  # no plugin registered an algorithm
+
+
 class SpeculativeAlgorithm(Enum):
-    EAGLE3 = auto()
     DFLASH = auto()
+    EAGLE = auto()
+    EAGLE3 = auto()
     NONE = auto()
 
     @classmethod
     def from_string(cls, name):
+        if name is None:
+            return cls.NONE
+        upper = name.upper()
         try:
-            return cls[name.upper()]
+            return cls[upper]
         except KeyError:
-            raise ValueError("Unknown speculative algorithm name: %s" % name)
+            pass
+        if upper in _RESERVED_ALIASES:
+            return cls.EAGLE
+        spec = _get_registered_spec(upper)
+        if spec is not None:
+            return spec
+        raise ValueError(f"Unknown speculative algorithm name: {name}")
 ''',
 }
 

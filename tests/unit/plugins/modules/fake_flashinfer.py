@@ -38,16 +38,47 @@ def elf64(payload=64, shnum=3, shentsize=64):
 
 FAKE_FILES = {
     "flashinfer/__init__.py": '__version__ = "@VERSION@"\n',
+    # What flashinfer-python 0.7.2's flashinfer/compilation_context.py does (CompilationContext.__init__
+    # and _normalize_cuda_arch): FLASHINFER_CUDA_ARCH_LIST split on single spaces; a suffixed entry
+    # ("12.0f") kept as it is; an unsuffixed one normalised with the nvcc release under CUDA_HOME
+    # (12.0 -> 12.0f from CUDA 12.9, 12.0a on 12.8; 9.x -> a; 10+ -> a); unset, the visible GPUs
+    # (none here). An empty value fails as 0.7.2 does: ValueError, while flashinfer.jit.env imports.
     "flashinfer/compilation_context.py": '''
 import os
 
 
 class CompilationContext:
+    @staticmethod
+    def _normalize_cuda_arch(major, minor):
+        if major == 9:
+            return (major, str(minor) + "a")
+        elif major == 12:
+            from flashinfer.jit.cpp_ext import is_cuda_version_at_least
+
+            if minor == 0:
+                if is_cuda_version_at_least("12.9"):
+                    return (major, "0f")
+                if is_cuda_version_at_least("12.8"):
+                    return (major, "0a")
+                raise RuntimeError("SM 120 requires CUDA >= 12.8")
+            if is_cuda_version_at_least("12.9"):
+                return (major, str(minor) + "a")
+            raise RuntimeError("SM 12.1+ requires CUDA >= 12.9")
+        elif major >= 10:
+            return (major, str(minor) + "a")
+        return (major, str(minor))
+
     def __init__(self):
         self.TARGET_CUDA_ARCHS = set()
-        for arch in os.environ.get("FLASHINFER_CUDA_ARCH_LIST", "").split():
-            major, minor = arch.split(".")
-            self.TARGET_CUDA_ARCHS.add((int(major), minor))
+        if "FLASHINFER_CUDA_ARCH_LIST" in os.environ:
+            for arch in os.environ["FLASHINFER_CUDA_ARCH_LIST"].split(" "):
+                major, minor = arch.split(".")
+                major = int(major)
+                if minor[-1].isalpha():
+                    self.TARGET_CUDA_ARCHS.add((major, minor))
+                else:
+                    self.TARGET_CUDA_ARCHS.add(self._normalize_cuda_arch(major, int(minor)))
+        # else: torch.cuda.get_device_capability() of each visible GPU; this machine has none.
 ''',
     "flashinfer/jit/__init__.py": "",
     "flashinfer/jit/env.py": '''
@@ -145,8 +176,12 @@ class JitSpec:
             with open(BUILD_LOG, "a") as log:
                 log.write(json.dumps(record) + "\\n")
 ''',
+    # flashinfer-python 0.7.2's flashinfer/jit/cpp_ext.py: the CUDA version is nvcc's "release X.Y,"
+    # under CUDA_HOME (its torch.version.cuda fallback is not needed here: the fixture has an nvcc).
     "flashinfer/jit/cpp_ext.py": '''
 import os
+import re
+import subprocess
 
 
 def get_cuda_path():
@@ -154,6 +189,15 @@ def get_cuda_path():
     if not cuda_home:
         raise RuntimeError("Could not find CUDA_HOME")
     return cuda_home
+
+
+def get_cuda_version():
+    txt = subprocess.check_output([os.path.join(get_cuda_path(), "bin/nvcc"), "--version"], text=True)
+    return tuple(int(part) for part in re.findall(r"release (\\d+)\\.(\\d+),", txt)[0])
+
+
+def is_cuda_version_at_least(version_str):
+    return get_cuda_version() >= tuple(int(part) for part in version_str.split("."))
 ''',
     "flashinfer/jit/sampling.py": '''
 from .core import JitSpec

@@ -247,10 +247,35 @@ def test_expected_archs_mismatch_fails_with_both_lists(fake, capsys):
 
 
 def test_empty_arch_set_fails_with_flashinfers_own_error(fake, capsys, monkeypatch):
-    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "")
+    # No FLASHINFER_CUDA_ARCH_LIST and no visible GPU: FlashInfer's set is empty (the seed outage).
+    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST")
     msg = failed(fake.run(capsys, modules=["sampling"]))
     assert msg == "FlashInfer requires GPUs with sm75 or higher. Detected TARGET_CUDA_ARCHS=[]."
     assert fake.builds == []
+
+
+@pytest.mark.parametrize("listed,error", [
+    ("", "ValueError: not enough values to unpack (expected 2, got 1)"),
+    ("12.0f  10.3a", "ValueError: not enough values to unpack (expected 2, got 1)"),
+    ("sm120", "ValueError: not enough values to unpack (expected 2, got 1)"),
+])
+def test_list_flashinfer_cannot_read_fails_in_one_line(fake, capsys, monkeypatch, listed, error):
+    # FlashInfer 0.7.2 reads the list while flashinfer.jit.env imports and raises there.
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", listed)
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert msg == "FlashInfer rejects FLASHINFER_CUDA_ARCH_LIST=%r: %s" % (listed, error)
+    assert fake.builds == []
+
+
+def test_unsuffixed_target_is_normalised_by_flashinfer_from_nvcc(fake, capsys, monkeypatch):
+    # 0.7.2 spells an unsuffixed 12.0 itself: 12.0f from CUDA 12.9 on, 12.0a with 12.8, and refuses older.
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "12.0")
+    assert ok(fake.run(capsys, modules=[]))["archs"] == ["12.0f"]
+    fake.set_nvcc("12.8")
+    assert ok(fake.run(capsys, modules=[]))["archs"] == ["12.0a"]
+    fake.set_nvcc("12.6")
+    msg = failed(fake.run(capsys, modules=[]))
+    assert msg == "FlashInfer rejects FLASHINFER_CUDA_ARCH_LIST='12.0': RuntimeError: SM 120 requires CUDA >= 12.8"
 
 
 def test_unknown_module_fails(fake, capsys):

@@ -1,8 +1,10 @@
-"""roles/sglang_services/files/flashinfer_prewarm.py run as a command, the way the units' ExecStartPre=
-runs it: installed beside plugins/module_utils/flashinfer_jit.py (as the role lays them out in
-/usr/local/lib/blackwell-sglang), a separate interpreter, the environment systemd loaded, no Ansible.
-Same fake FlashInfer as the module's tests (test_flashinfer_jit_cache.py), so both callers of
-ensure() are held to one behaviour.
+"""The units' ExecStartPre= pre-warm command: roles/sglang_services/files/flashinfer_prewarm.py, which
+runs plugins/module_utils/flashinfer_jit.py's command(). One test runs it as the units do: installed
+beside flashinfer_jit.py (as the role lays them out in /usr/local/lib/blackwell-sglang), a fresh
+interpreter, the environment systemd loaded, no Ansible. The others call command() in this process
+with the same arguments and environment (so a mutation tool sees what they cover). Same fake
+FlashInfer as the module's tests (test_flashinfer_jit_cache.py), so both callers of ensure() are held
+to one behaviour.
 """
 
 import os
@@ -13,13 +15,13 @@ import sys
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
-from fake_flashinfer import VERSION
+from fake_flashinfer import VERSION, drop_flashinfer_modules
 
 PREWARM = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang_services", "files",
                        "flashinfer_prewarm.py")
 
 
-def cli(fake, *args, **env):
+def prewarm(fake, *args, **env):
     """Run flashinfer_prewarm.py in a fresh interpreter, installed as the role does; return (rc, stdout, stderr)."""
     lib = fake.tmp_path / "lib"
     if not lib.exists():
@@ -33,6 +35,38 @@ def cli(fake, *args, **env):
     proc = subprocess.run([sys.executable, str(lib / "flashinfer_prewarm.py")] + list(args), capture_output=True, text=True,
                           env=environ, check=False, cwd=str(fake.tmp_path))
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def cli(fake, *args, **env):
+    """The same command in this process (fj.command, as flashinfer_prewarm.py calls it, with its own
+    environment, FlashInfer imported afresh): (rc, stdout, stderr) as the wrapper prints them. The
+    tests that use prewarm() check that the wrapper and a fresh interpreter behave the same."""
+    saved = dict(os.environ)
+    os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", str(fake.base))
+    os.environ.update(env)
+    drop_flashinfer_modules()
+    try:
+        status, line = fj.command(list(args))
+    except SystemExit as exc:  # argparse: usage errors exit 2 with the message on stderr
+        return exc.code, "", ""
+    finally:
+        drop_flashinfer_modules()
+        os.environ.clear()
+        os.environ.update(saved)
+    return status, (line + "\n" if status == 0 else ""), (line + "\n" if status else "")
+
+
+def test_the_command_in_a_fresh_interpreter_builds_then_fails_in_one_line(fake):
+    rc, out, err = prewarm(fake, "--modules", "sampling")
+    assert (rc, err) == (0, "")
+    assert out.startswith("flashinfer_jit: FlashInfer %s targets 12.0f, cache " % VERSION)
+    assert "; built: sampling; up to date: none (sampling=" in out
+    rc, out, err = prewarm(fake, "--modules", "sampling", "--expected-archs", "10.3a")
+    assert (rc, out) == (1, "")
+    assert err == ("flashinfer_jit: error: FlashInfer %s targets ['12.0f'] with this environment, "
+                   "expected ['10.3a']\n" % VERSION)
+    rc, out, err = prewarm(fake, "--jobs", "0")
+    assert rc == 2 and "--jobs must be >= 1, got 0" in err
 
 
 def test_cold_cache_is_built_then_warm_check_compiles_nothing(fake):
@@ -58,11 +92,30 @@ def test_expected_archs_default_to_the_environments_list(fake):
                            "expected ['10.3a']" % VERSION)
 
 
-def test_empty_target_set_fails_with_flashinfers_own_error(fake):
+def test_empty_target_set_fails_with_flashinfers_own_error(fake, monkeypatch):
+    # No FLASHINFER_CUDA_ARCH_LIST and no visible GPU: FlashInfer's set is empty (the seed outage).
+    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST")
+    rc, out, err = cli(fake, "--modules", "sampling")
+    assert rc == 1 and out == ""
+    assert err == "flashinfer_jit: error: FlashInfer requires GPUs with sm75 or higher. Detected TARGET_CUDA_ARCHS=[].\n"
+    assert fake.builds == []
+
+
+def test_expected_archs_default_catches_a_list_flashinfer_spells_otherwise(fake):
+    # The unit was given FLASHINFER_CUDA_ARCH_LIST=12.0; FlashInfer 0.7.2 builds 12.0f from it with
+    # nvcc 13.0. The pre-warm holds FlashInfer to the list the unit was given, so it refuses.
+    rc, out, err = cli(fake, "--modules", "sampling", FLASHINFER_CUDA_ARCH_LIST="12.0")
+    assert rc == 1 and out == ""
+    assert err == ("flashinfer_jit: error: FlashInfer %s targets ['12.0f'] with this environment, "
+                   "expected ['12.0']\n" % VERSION)
+    assert fake.builds == []
+
+
+def test_a_list_flashinfer_cannot_read_fails_in_one_line_not_a_traceback(fake):
     rc, out, err = cli(fake, "--modules", "sampling", FLASHINFER_CUDA_ARCH_LIST="")
     assert rc == 1 and out == ""
-    assert "FlashInfer requires GPUs with sm75 or higher" in err
-    assert fake.builds == []
+    assert err == ("flashinfer_jit: error: FlashInfer rejects FLASHINFER_CUDA_ARCH_LIST='': "
+                   "ValueError: not enough values to unpack (expected 2, got 1)\n")
 
 
 def test_truncated_so_is_repaired_and_relinked(fake):
@@ -96,8 +149,8 @@ def test_failed_build_exits_1_with_ninjas_output(fake):
 def test_unknown_module_and_bad_jobs(fake):
     rc, _out, err = cli(fake, "--modules", "sampling,no_such_kernel")
     assert rc == 1 and "has no JIT module 'no_such_kernel'" in err
-    rc, _out, err = cli(fake, "--jobs", "0")
-    assert rc == 2 and "--jobs must be >= 1, got 0" in err
+    rc, _out, _err = cli(fake, "--jobs", "0")
+    assert rc == 2  # argparse's usage error (its text: test_the_command_in_a_fresh_interpreter_...)
     assert fake.builds == []
 
 

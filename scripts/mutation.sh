@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Mutation testing of plugins/module_utils/ and plugins/filter/ with mutmut, against tests/unit.
+# Not part of CI (about 5 minutes on 2 cores). Prints the score and every surviving mutant.
+#   ./scripts/mutation.sh              run mutmut, then report
+#   ./scripts/mutation.sh report       report the last run again
+#   ./scripts/mutation.sh show NAME    the diff of one mutant (a name from the report)
+# mutmut names a mutant by its module's import path, and the tests import the collection as
+# ansible_collections.blackwell.sglang: the repository's files (tracked and untracked-not-ignored)
+# are copied to .cache/mutation/ansible_collections/blackwell/sglang and mutmut runs in
+# .cache/mutation with the configuration below. Mutants that cannot change behaviour are listed,
+# each with its reason, in tests/mutation-equivalent.txt; the score leaves them out.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$BSG_ROOT"
+work="$BSG_ROOT/.cache/mutation"
+collection="ansible_collections/blackwell/sglang"
+
+run() {
+  rm -rf "$work"
+  mkdir -p "$work/$collection"
+  git ls-files -z --cached --others --exclude-standard \
+    | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$work/$collection" -xf -
+  cat > "$work/setup.cfg" <<EOF
+[mutmut]
+source_paths=
+    $collection/plugins/module_utils/
+    $collection/plugins/filter/
+pytest_add_cli_args_test_selection=
+    $collection/tests/unit/
+pytest_add_cli_args=
+    -p
+    no:cacheprovider
+also_copy=
+    $collection/plugins/modules/
+    $collection/roles/
+    $collection/scripts/
+    $collection/meta/
+    $collection/galaxy.yml
+    $collection/tests/
+EOF
+  (cd "$work" && mutmut run --max-children "$(nproc)" > "$work/run.log" 2>&1) || {
+    tr '\r' '\n' < "$work/run.log" | tail -n 30 >&2
+    exit 1
+  }
+}
+
+report() {
+  (cd "$work" && mutmut export-cicd-stats >/dev/null && mutmut results) > "$work/results.txt"
+  python - "$work/mutants/mutmut-cicd-stats.json" "$work/results.txt" "$BSG_ROOT/tests/mutation-equivalent.txt" <<'PY'
+import json, re, sys
+
+stats = json.load(open(sys.argv[1]))
+results = [line.strip().rsplit(": ", 1) for line in open(sys.argv[2]) if ": " in line]
+equivalent = {}
+for line in open(sys.argv[3]):
+    if line.strip() and not line.startswith("#"):
+        name, _, reason = line.partition(" ")
+        equivalent[name.strip()] = reason.strip()
+prefix = "ansible_collections.blackwell.sglang."
+not_killed = [(name[len(prefix):] if name.startswith(prefix) else name, status) for name, status in results]
+listed = [(name, status) for name, status in not_killed if name in equivalent]
+open_ = [(name, status) for name, status in not_killed if name not in equivalent]
+total = stats["total"] - len(listed)
+killed = stats["killed"] + stats["timeout"] + stats["segfault"]
+print("mutants: %d, killed: %d, equivalent (tests/mutation-equivalent.txt): %d, not killed: %d"
+      % (stats["total"], killed, len(listed), len(open_)))
+print("mutation score: %.1f %% (killed / (mutants - equivalent))" % (100.0 * killed / total if total else 0))
+for name, status in open_:
+    print("  %-12s %s" % (status, name))
+stale = sorted(set(equivalent) - set(name for name, _ in not_killed))
+for name in stale:
+    print("  listed as equivalent but killed or gone: %s" % name)
+PY
+}
+
+case "${1:-run}" in
+  run) run; report ;;
+  report) report ;;
+  show) (cd "$work" && mutmut show "ansible_collections.blackwell.sglang.${2#ansible_collections.blackwell.sglang.}") ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
+esac
