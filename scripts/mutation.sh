@@ -38,7 +38,7 @@ also_copy=
     $collection/galaxy.yml
     $collection/tests/
 EOF
-  (cd "$work" && mutmut run --max-children "$(nproc)" > "$work/run.log" 2>&1) || {
+  (cd "$work" && mutmut run --max-children "${BSG_MUTATION_JOBS:-$(nproc)}" > "$work/run.log" 2>&1) || {
     tr '\r' '\n' < "$work/run.log" | tail -n 30 >&2
     exit 1
   }

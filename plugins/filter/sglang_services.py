@@ -84,7 +84,8 @@ def sglang_services_argvs(settings_by_name):
 
 
 def gpu_set(value):
-    """CUDA_VISIBLE_DEVICES setting -> sorted list of ints; [] means all GPUs. ValueError if bad."""
+    """CUDA_VISIBLE_DEVICES setting -> list of ints in the order given (CUDA numbers the devices in
+    that order); [] means all GPUs. ValueError if bad."""
     if value in (None, "", []):
         return []
     items = value if isinstance(value, list) else re.split(r"\s*,\s*", str(value).strip())

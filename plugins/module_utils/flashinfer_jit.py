@@ -314,10 +314,9 @@ def ensure(state="present", modules=None, expected_archs=None, scope="version", 
     Raises JitCacheError with a message that says what to fix.
     """
     cache = FlashInferCache()
-    result = dict(changed=False, cache_dir=cache.jit_dir, flashinfer_version=cache.version,
-                  archs=cache.target_archs(), built=[], skipped_modules=[], repaired=[], removed=[], seconds={})
     cache.check_cuda_arch()
-    result["archs"] = cache.target_archs()
+    result = dict(cache_dir=cache.jit_dir, flashinfer_version=cache.version, archs=cache.target_archs(),
+                  built=[], skipped_modules=[], repaired=[], removed=[], seconds={})
     if expected_archs is not None and sorted(expected_archs) != sorted(result["archs"]):
         raise JitCacheError(
             "FlashInfer %s targets %s with this environment, expected %s"

@@ -1,6 +1,9 @@
 """The B300 lab node: CUDA 13.0 builds compute_103, FlashInfer targets 10.3a and its cache is warm."""
 
+import pytest
+
 testinfra_hosts = ["podman://molecule-b300"]
+pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
 
 ENV = "/etc/sglang/flashinfer.env"
 CACHE = "/var/lib/sglang/.cache/flashinfer/0.7.2/103a/cached_ops"

@@ -13,6 +13,7 @@ import pytest
 from conftest import assert_unchanged, fingerprint, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
+pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
 # An interpreter that reports Python 3.10 (Debian 12 has no 3.10 to point at).
 PY310 = "/usr/local/bin/python3.10-double"

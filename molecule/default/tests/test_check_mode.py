@@ -12,6 +12,7 @@ import pytest
 from conftest import FINGERPRINTS, assert_unchanged, recorded_fingerprint
 
 testinfra_hosts = ["podman://molecule-pro6000", "podman://molecule-b300"]
+pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
 
 
 @pytest.mark.parametrize("before,after", [("fresh", "after-check-fresh"), ("converged", "after-check-converged")])

@@ -3,6 +3,7 @@
 import pytest
 
 testinfra_hosts = ["podman://molecule-pro6000"]
+pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
 CUDA_HOME = "/opt/cuda/13.0.2"
 NVCC = CUDA_HOME + "/bin/nvcc"

@@ -20,6 +20,7 @@ import pytest
 from conftest import ROLE_PLAYBOOK, _run_playbook
 
 testinfra_hosts = ["podman://molecule-pro6000"]
+pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
 ENV = "/etc/sglang/flashinfer.env"
 CACHE = "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops"

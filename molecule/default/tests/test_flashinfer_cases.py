@@ -19,6 +19,7 @@ import pytest
 from conftest import _run_playbook, assert_unchanged, fingerprint
 
 testinfra_hosts = ["podman://molecule-pro6000"]
+pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
 CASES = os.path.join("molecule", "default", "cases")
 BASE = "/opt/fi-cases"

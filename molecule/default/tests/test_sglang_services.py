@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT, assert_unchanged, fingerprint, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
+pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
 SERVICES = ("eagle3", "autoregressive", "dflash")
 UNIT = "/etc/systemd/system/sglang-%s.service"

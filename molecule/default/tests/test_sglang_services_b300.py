@@ -9,6 +9,7 @@ import pytest
 from conftest import B300, ROLE_PLAYBOOK, _run_playbook
 
 testinfra_hosts = ["podman://molecule-b300"]
+pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
 
 SERVICES = ("eagle3", "autoregressive", "dflash")
 SO = "/var/lib/sglang/.cache/flashinfer/0.7.2/103a/cached_ops/sampling/sampling.so"
@@ -49,7 +50,7 @@ def test_env_and_gpus_are_written_and_the_secret_stays_out_of_the_output(host):
     env = host.file("/etc/sglang/sglang-eagle3.env")
     assert (env.user, env.group, env.mode) == ("root", "sglang", 0o640)
     assert [line for line in env.content_string.splitlines() if line and not line.startswith("#")] == [
-        "CUDA_VISIBLE_DEVICES=2,3", "HF_TOKEN=" + SECRET, "NCCL_DEBUG=WARN"]
+        "CUDA_VISIBLE_DEVICES=3,2", "HF_TOKEN=" + SECRET, "NCCL_DEBUG=WARN"]  # the order given: CUDA numbers them so
     # The unit reads that file after FlashInfer's, as the service user only may.
     assert host.run("runuser -u nobody -- cat /etc/sglang/sglang-eagle3.env").rc != 0
     assert host.run("runuser -u sglang -- cat /etc/sglang/sglang-eagle3.env").rc == 0

@@ -2,7 +2,10 @@
 
 import json
 
+import pytest
+
 testinfra_hosts = ["podman://molecule-pro6000"]
+pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
 CURRENT = "/opt/sglang/current"
 

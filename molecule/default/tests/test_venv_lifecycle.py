@@ -1,5 +1,6 @@
 """Upgrade, failed build, rollback and pruning of the SGLang venv, in this order, on the converged
-node; then the pip installer and a changed index URL on a venv of their own.
+B300 node (its venv is the PRO 6000 node's: the same spec; the B300 node's tests run beside the PRO
+6000 node's); then the pip installer and a changed index URL on a venv of their own.
 
 Each step runs the sglang_venv role with extra vars, as an operator would. pytest runs the tests of
 a file in order; each step starts from the state the previous one left.
@@ -8,7 +9,11 @@ a file in order; each step starts from the state the previous one left.
 import json
 import os
 
-testinfra_hosts = ["podman://molecule-pro6000"]
+import pytest
+from conftest import B300
+
+testinfra_hosts = ["podman://molecule-b300"]
+pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
 
 UPGRADED = ["sglang==0.5.23", "tomli-w==1.2.0"]
 # These tests are about the venv: only the sglang_venv role runs (molecule/default/role.yml). With
@@ -18,7 +23,7 @@ VENV_ROLE = {"bsg_role": "blackwell.sglang.sglang_venv"}
 
 
 def run_venv_role(run_playbook, *extra_vars):
-    return run_playbook("molecule/default/role.yml", VENV_ROLE, *extra_vars)
+    return run_playbook("molecule/default/role.yml", VENV_ROLE, *extra_vars, limit=B300)
 
 
 def links(host):

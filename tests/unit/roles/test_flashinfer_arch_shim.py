@@ -2,7 +2,9 @@
 flashinfer_jit reads the target set of those releases (torch's -gencode flags).
 
 torch is not installed here: a stand-in `torch.utils.cpp_extension` records how it is called and
-answers the way torch 2.14 does for an empty arch list without a GPU (IndexError).
+answers the way torch 2.14.1 does (torch/utils/cpp_extension.py, _get_cuda_arch_flags): with no
+TORCH_CUDA_ARCH_LIST and no visible GPU its arch list is empty and `arch_list[-1] += '+PTX'`
+(line 2727) raises IndexError; a list is split on ';' into -gencode flags.
 """
 
 import importlib.util

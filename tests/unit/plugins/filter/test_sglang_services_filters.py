@@ -48,33 +48,73 @@ def test_good_input_has_no_problems():
     assert f.sglang_services_problems(settings(), None) == []
 
 
-@pytest.mark.parametrize("over,active,message", [
-    ({}, "medusa", "sglang_services_active: unknown service 'medusa'; choose from eagle3, autoregressive, dflash (or none)"),
-    ({"eagle3": {"speculative_eagle_topk": None}}, "eagle3",
-     "EAGLE-3 takes all three of speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens or none; "
-     "speculative_num_steps, speculative_num_draft_tokens set, speculative_eagle_topk missing"),
-    ({"dflash": {"draft_model_path": ""}}, "", "sglang_services_dflash: DFlash needs draft_model_path"),
-    ({"eagle3": {"draft_model_path": None}}, "", "sglang_services_eagle3: EAGLE-3 needs draft_model_path"),
-    ({"dflash": {"enable_dp_attention": True}}, "", "DFlash does not work with DP attention"),
-    ({"dflash": {"pp_size": 2}}, "", "DFlash does not work with pipeline parallelism; pp_size is 2, must be 1"),
-    ({"autoregressive": {"port": 0}}, "", "sglang_services_autoregressive: port 0 is out of range (1-65535)"),
-    ({"autoregressive": {"port": 65536}}, "", "port 65536 is out of range"),
-    ({"autoregressive": {"port": "http"}}, "", "port 'http' is out of range"),
-    ({"autoregressive": {"model_path": ""}}, "", "sglang_services_autoregressive: model_path is empty"),
-    ({"autoregressive": {"mem_fraction_static": 1.5}}, "", "mem_fraction_static must be between 0 and 1"),
-    ({"autoregressive": {"extra_args": {"port": 1}}}, "", "extra_args port is managed by the role; set port instead"),
-    ({"autoregressive": {"cuda_visible_devices": "0,x"}}, "", "cuda_visible_devices: 'x' is not a GPU index"),
-    ({"autoregressive": {"cuda_visible_devices": [0, 1, 2, 3]}}, ["eagle3", "autoregressive"],
-     "runs eagle3 and autoregressive together, but they share GPUs (one of them uses all GPUs)"),
+A = "sglang_services_autoregressive: "
+E = "sglang_services_eagle3: "
+D = "sglang_services_dflash: "
+DEVICES_HINT = ' (use e.g. [0, 1, 2, 3] or "0,1,2,3")'
+
+
+@pytest.mark.parametrize("over,active,problems", [
+    ({}, "medusa", ["sglang_services_active: unknown service 'medusa'; choose from eagle3, autoregressive, dflash (or none)"]),
+    ({}, ["eagle3", "eagle3"], [
+        "sglang_services_active names a service twice: ['eagle3', 'eagle3']",
+        "sglang_services_active runs eagle3 and eagle3 together, but they share GPUs (one of them uses all GPUs); "
+        "give each disjoint cuda_visible_devices or run one",
+        "sglang_services_active runs eagle3 and eagle3 together on the same port 30000"]),
+    ({"eagle3": {"speculative_eagle_topk": None}}, "eagle3", [
+        E + "EAGLE-3 takes all three of speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens or none; "
+        "speculative_num_steps, speculative_num_draft_tokens set, speculative_eagle_topk missing"]),
+    ({"eagle3": {"speculative_num_steps": 0}}, "", [E + "speculative_num_steps must be an integer >= 1, got 0"]),
+    ({"eagle3": {"speculative_eagle_topk": "x"}}, "", [E + "speculative_eagle_topk must be an integer >= 1, got 'x'"]),
+    ({"dflash": {"draft_model_path": ""}}, "", [D + "DFlash needs draft_model_path (the draft model)"]),
+    ({"eagle3": {"draft_model_path": None}}, "", [E + "EAGLE-3 needs draft_model_path (the draft model)"]),
+    ({"dflash": {"enable_dp_attention": True}}, "", [D + "DFlash does not work with DP attention; set enable_dp_attention: false"]),
+    ({"dflash": {"pp_size": 2}}, "", [D + "DFlash does not work with pipeline parallelism; pp_size is 2, must be 1"]),
+    ({"dflash": {"dflash_block_size": 0}}, "", [D + "dflash_block_size must be an integer >= 1, got 0"]),
+    ({"autoregressive": {"port": 0}}, "", [A + "port 0 is out of range (1-65535)"]),
+    ({"autoregressive": {"port": 65536}}, "", [A + "port 65536 is out of range (1-65535)"]),
+    ({"autoregressive": {"port": "http"}}, "", [A + "port 'http' is out of range (1-65535)"]),
+    ({"autoregressive": {"port": True}}, "", [A + "port True is out of range (1-65535)"]),
+    ({"autoregressive": {"model_path": ""}}, "", [A + "model_path is empty (set it here or in sglang_services_common)"]),
+    ({"autoregressive": {"tp_size": 0}}, "", [A + "tp_size must be an integer >= 1, got 0"]),
+    ({"autoregressive": {"pp_size": "two"}}, "", [A + "pp_size must be an integer >= 1, got 'two'"]),
+    ({"autoregressive": {"mem_fraction_static": 1.5}}, "", [A + "mem_fraction_static must be between 0 and 1, got 1.5"]),
+    ({"autoregressive": {"mem_fraction_static": 0}}, "", [A + "mem_fraction_static must be between 0 and 1, got 0"]),
+    ({"autoregressive": {"mem_fraction_static": "most"}}, "", [A + "mem_fraction_static must be between 0 and 1, got 'most'"]),
+    ({"autoregressive": {"extra_args": {"port": 1, "--tensor_parallel_size": 2}}}, "", [
+        A + "extra_args --tensor_parallel_size is managed by the role; set tp_size instead",
+        A + "extra_args port is managed by the role; set port instead"]),
+    ({"autoregressive": {"extra_args": ["--x"]}}, "", [A + "extra_args must be a dict of flag: value, got ['--x']"]),
+    ({"autoregressive": {"env": {"HF TOKEN": "x"}}}, "", [A + "env must be a dict of VARIABLE: value"]),
+    ({"autoregressive": {"env": ["A=1"]}}, "", [A + "env must be a dict of VARIABLE: value"]),
+    ({"autoregressive": {"cuda_visible_devices": "0,x"}}, "", [A + "cuda_visible_devices: 'x' is not a GPU index" + DEVICES_HINT]),
+    ({"autoregressive": {"cuda_visible_devices": [1, 1]}}, "", [A + "cuda_visible_devices: [1, 1] names a GPU twice" + DEVICES_HINT]),
+    ({"autoregressive": {"cuda_visible_devices": [True]}}, "", [A + "cuda_visible_devices: True is not a GPU index" + DEVICES_HINT]),
+    ({"autoregressive": {"cuda_visible_devices": [0, 1, 2, 3]}}, ["eagle3", "autoregressive"], [
+        "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (one of them uses all GPUs); "
+        "give each disjoint cuda_visible_devices or run one",
+        "sglang_services_active runs eagle3 and autoregressive together on the same port 30000"]),
     ({"autoregressive": {"cuda_visible_devices": [0, 1, 2, 3], "port": 30001},
-      "eagle3": {"cuda_visible_devices": "3,4,5"}}, ["eagle3", "autoregressive"],
-     "runs eagle3 and autoregressive together, but they share GPUs (3)"),
+      "eagle3": {"cuda_visible_devices": "3,4,5"}}, ["eagle3", "autoregressive"], [
+        "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (3); "
+        "give each disjoint cuda_visible_devices or run one"]),
     ({"autoregressive": {"cuda_visible_devices": [0, 1]}, "eagle3": {"cuda_visible_devices": [2, 3]}},
-     "eagle3,autoregressive", "runs eagle3 and autoregressive together on the same port 30000"),
+     "eagle3,autoregressive", ["sglang_services_active runs eagle3 and autoregressive together on the same port 30000"]),
 ])
-def test_bad_input(over, active, message):
-    problems = f.sglang_services_problems(settings(**over), active)
-    assert any(message in p for p in problems), problems
+def test_bad_input(over, active, problems):
+    assert f.sglang_services_problems(settings(**over), active) == problems
+
+
+@pytest.mark.parametrize("over", [
+    {"autoregressive": {"port": 1}}, {"autoregressive": {"port": 65535}}, {"autoregressive": {"port": "30001"}},
+    {"autoregressive": {"tp_size": "8", "pp_size": 2}}, {"autoregressive": {"mem_fraction_static": 0.99}},
+    {"autoregressive": {"mem_fraction_static": "0.5"}}, {"autoregressive": {"cuda_visible_devices": " 0 , 1 "}},
+    {"autoregressive": {"extra_args": {"log-level": "info"}, "env": {"HF_TOKEN": "x", "_A1": "y"}}},
+    {"eagle3": {"speculative_num_steps": None, "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}},
+    {"dflash": {"pp_size": 1, "dflash_block_size": None}},
+])
+def test_good_values_at_the_edges_have_no_problems(over):
+    assert f.sglang_services_problems(settings(**over), "eagle3") == []
 
 
 def test_disjoint_gpus_coexist_without_conflicts():
@@ -108,3 +148,95 @@ def test_systemd_exec_quotes_and_escapes():
         "/v/bin/python -m sglang.launch_server", '--model-path "/m/a b"', "--chat-template $$HOME/t%%d",
         '--x ""', '--json "{\\"a\\": \\"b\\"}"',
     ]
+
+
+def test_argv_renders_only_what_is_set():
+    minimal = {"model_path": "/m", "host": "0.0.0.0", "port": 8000}
+    assert f.sglang_service_argv(minimal, "autoregressive") == [
+        "--model-path", "/m", "--host", "0.0.0.0", "--port", "8000", "--tp-size", "1"]
+    assert f.sglang_service_argv({}, "autoregressive")[:2] == ["--model-path", ""]
+    full = dict(minimal, tp_size=4, pp_size=2, mem_fraction_static=0, attention_backend="triton", enable_dp_attention=True)
+    assert f.sglang_service_argv(full, "autoregressive") == [
+        "--model-path", "/m", "--host", "0.0.0.0", "--port", "8000", "--tp-size", "4", "--pp-size", "2",
+        "--mem-fraction-static", "0", "--attention-backend", "triton", "--enable-dp-attention"]
+    assert "--pp-size" not in f.sglang_service_argv(dict(minimal, pp_size=None), "autoregressive")
+    assert "--pp-size" not in f.sglang_service_argv(dict(minimal, pp_size="1"), "autoregressive")
+
+
+def test_argv_speculative_settings_by_service():
+    eagle3 = f.sglang_service_argv({"model_path": "/m", "speculative_num_steps": 2, "speculative_eagle_topk": None,
+                                    "speculative_num_draft_tokens": 0}, "eagle3")
+    assert eagle3[8:] == ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "",
+                          "--speculative-num-steps", "2", "--speculative-num-draft-tokens", "0"]
+    dflash = f.sglang_service_argv({"model_path": "/m", "draft_model_path": "/d", "speculative_num_steps": 2}, "dflash")
+    assert dflash[8:] == ["--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", "/d"]
+    auto = f.sglang_service_argv({"model_path": "/m", "draft_model_path": "/d", "dflash_block_size": 8}, "autoregressive")
+    assert auto[8:] == []
+
+
+def test_argv_extra_args_values():
+    argv = f.sglang_service_argv({"model_path": "/m", "extra_args": {
+        "a_flag": True, "--b": False, "c": None, "d": [True, {"k": [1, 2]}], "e": 0, "f": False, "g": "",
+        "h": {"y": 1, "x": "s"}}}, "autoregressive")
+    assert argv[8:] == ["--a-flag", "--d", "true", '{"k":[1,2]}', "--e", "0", "--g", "", "--h", '{"x":"s","y":1}']
+
+
+@pytest.mark.parametrize("value,devices", [
+    (None, []), ("", []), ([], []), ("3", [3]), (" 0 , 1 ", [0, 1]), ("2,1", [2, 1]), ([1, "2", " 3 "], [1, 2, 3]), (0, [0]),
+])
+def test_gpu_set(value, devices):
+    assert f.gpu_set(value) == devices
+
+
+@pytest.mark.parametrize("value,message", [
+    ("0,x", "'x' is not a GPU index"), ([0, -1], "-1 is not a GPU index"), ([False], "False is not a GPU index"),
+    ("1, 1", "'1, 1' names a GPU twice"), ("0,,1", "'' is not a GPU index"), ([1.5], "1.5 is not a GPU index"),
+])
+def test_gpu_set_rejects(value, message):
+    with pytest.raises(ValueError) as info:
+        f.gpu_set(value)
+    assert str(info.value) == message
+
+
+def test_conflicts_of_a_service_with_bad_devices_is_all_gpus():
+    # Bad devices are reported by sglang_services_problems; for Conflicts= such a service shares all GPUs.
+    s = settings(autoregressive={"cuda_visible_devices": "x"}, eagle3={"cuda_visible_devices": [0]},
+                 dflash={"cuda_visible_devices": [1]})
+    assert f.sglang_services_conflicts(s) == {
+        "eagle3": ["sglang-autoregressive.service"],
+        "autoregressive": ["sglang-eagle3.service", "sglang-dflash.service"],
+        "dflash": ["sglang-autoregressive.service"],
+    }
+    assert f.sglang_services_conflicts({}) == {
+        "eagle3": ["sglang-autoregressive.service", "sglang-dflash.service"],
+        "autoregressive": ["sglang-eagle3.service", "sglang-dflash.service"],
+        "dflash": ["sglang-eagle3.service", "sglang-autoregressive.service"],
+    }
+
+
+def test_argvs_has_every_service_even_without_settings():
+    argvs = f.sglang_services_argvs({"eagle3": {"model_path": "/m"}})
+    assert sorted(argvs) == ["autoregressive", "dflash", "eagle3"]
+    assert argvs["dflash"][:2] == ["--model-path", ""]
+    assert argvs["eagle3"][:2] == ["--model-path", "/m"]
+
+
+@pytest.mark.parametrize("active,names", [(("eagle3", "dflash"), ["eagle3", "dflash"]), (" eagle3 ,dflash ", ["eagle3", "dflash"])])
+def test_active_list_more_shapes(active, names):
+    assert f.sglang_services_active_list(active) == names
+
+
+def test_systemd_exec_one_flag_per_line_and_plain_words_unquoted():
+    assert f.systemd_exec(["/p", "--a", "1", "2", "--b", "--c", "x;y", "tab\there", "back\\slash", "q'"]) == (
+        '/p \\\n    --a 1 2 \\\n    --b \\\n    --c "x;y" "tab\there" "back\\\\slash" "q\'"')
+    assert f.systemd_exec(["--first"]) == "--first"
+    assert f.systemd_exec([]) == ""
+
+
+def test_the_filters_the_role_calls_are_these_functions():
+    assert f.FilterModule().filters() == {
+        "sglang_service_argv": f.sglang_service_argv, "sglang_services_argvs": f.sglang_services_argvs,
+        "sglang_services_problems": f.sglang_services_problems, "sglang_services_conflicts": f.sglang_services_conflicts,
+        "sglang_services_active_list": f.sglang_services_active_list, "sglang_gpu_set": f.gpu_set,
+        "systemd_exec": f.systemd_exec,
+    }

@@ -26,40 +26,54 @@ def test_select_archs(gpu_ccs, inventory, expected):
     assert arch_select.select_archs(gpu_ccs, inventory) == expected
 
 
+HINT = "fix the inventory or leave flashinfer_cuda_archs unset to use the GPUs"
+KNOWN = "7.5, 8.0, 8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.1, 10.3, 11.0, 12.0, 12.1"
+FORM = "is not of the form M.m (e.g. '12.0' for RTX PRO 6000, '10.3' for B300)"
+
+
+def raised(func, *args):
+    with pytest.raises(ArchError) as info:
+        func(*args)
+    return str(info.value)
+
+
 def test_inventory_disagreeing_with_gpus_is_an_error():
-    with pytest.raises(ArchError, match=r"flashinfer_cuda_archs 12\.0 does not match .*compute capability 10\.3"):
-        arch_select.select_archs(["10.3"] * 8, ["12.0"])
+    assert raised(arch_select.select_archs, ["10.3"] * 8, ["12.0"]) == (
+        "flashinfer_cuda_archs 12.0 does not match the GPUs found on this host (compute capability 10.3); " + HINT)
 
 
 def test_inventory_missing_one_of_the_gpus_is_an_error():
-    with pytest.raises(ArchError, match="does not match"):
-        arch_select.select_archs(["12.0", "9.0"], ["12.0"])
+    assert raised(arch_select.select_archs, ["12.0", "9.0"], ["12.0"]) == (
+        "flashinfer_cuda_archs 12.0 does not match the GPUs found on this host (compute capability 9.0, 12.0); " + HINT)
+    assert raised(arch_select.select_archs, ["12.0"], ["9.0", "12.0"]) == (
+        "flashinfer_cuda_archs 9.0, 12.0 does not match the GPUs found on this host (compute capability 12.0); " + HINT)
 
 
 def test_inventory_suffix_does_not_hide_a_disagreement():
-    with pytest.raises(ArchError, match="does not match"):
-        arch_select.select_archs(["12.0"], ["10.3a"])
+    assert raised(arch_select.select_archs, ["12.0"], ["10.3a"]) == (
+        "flashinfer_cuda_archs 10.3 does not match the GPUs found on this host (compute capability 12.0); " + HINT)
 
 
 @pytest.mark.parametrize("gpu_ccs,inventory", [(None, None), ([], []), ([], None)])
 def test_neither_gpus_nor_inventory_is_an_error(gpu_ccs, inventory):
-    with pytest.raises(ArchError, match="no NVIDIA GPU was found on this host and flashinfer_cuda_archs is not set"):
-        arch_select.select_archs(gpu_ccs, inventory)
+    assert raised(arch_select.select_archs, gpu_ccs, inventory) == (
+        "no FlashInfer target arch: no NVIDIA GPU was found on this host and flashinfer_cuda_archs is not set "
+        "(set it, e.g. ['12.0'] for RTX PRO 6000 or ['10.3'] for B300)")
 
 
 @pytest.mark.parametrize(
     "gpu_ccs,inventory,message",
     [
-        ([], ["12.0a", "12.0f"], "names 12.0 twice, as 12.0a and 12.0f"),
-        ([], "12.0", r"flashinfer_cuda_archs must be a list such as \['12.0'\], got '12.0'"),
-        ([], ["sm120"], "not of the form M.m"),
-        (["13.7"], None, "unknown compute capability '13.7'"),
-        (["12.0a"], None, "must be a bare M.m"),
+        ([], ["12.0a", "12.0f"], "flashinfer_cuda_archs names 12.0 twice, as 12.0a and 12.0f; keep one"),
+        ([], "12.0", "flashinfer_cuda_archs must be a list such as ['12.0'], got '12.0'"),
+        ("12.0", None, "GPU compute capabilities must be a list such as ['12.0'], got '12.0'"),
+        ([], ["sm120"], "target arch 'sm120' " + FORM),
+        (["13.7"], None, "unknown compute capability '13.7'; known: " + KNOWN),
+        (["12.0a"], None, "GPU compute capability '12.0a' must be a bare M.m such as '12.0'"),
     ],
 )
 def test_select_archs_rejects_bad_input(gpu_ccs, inventory, message):
-    with pytest.raises(ArchError, match=message):
-        arch_select.select_archs(gpu_ccs, inventory)
+    assert raised(arch_select.select_archs, gpu_ccs, inventory) == message
 
 
 # ---- render_archs + cache_arch_dir: the cases ----
@@ -128,16 +142,20 @@ def test_every_unbuildable_target_is_reported_at_once():
     "archs,cuda,flashinfer,message",
     [
         ([], "13.0", "0.7.2", "no target arch to render"),
-        ("12.0", "13.0", "0.7.2", "must be a list"),
+        ("12.0", "13.0", "0.7.2", "target archs must be a list such as ['12.0'], got '12.0'"),
         (["12.0"], "", "0.7.2", "CUDA version is empty"),
         (["12.0"], "thirteen", "0.7.2", "CUDA version 'thirteen' is not a version number"),
         (["12.0"], "13.0", None, "FlashInfer version is empty"),
-        (["sm_120"], "13.0", "0.7.2", "not of the form M.m"),
+        (["12.0"], "13.0", "latest", "FlashInfer version 'latest' is not a version number"),
+        (["sm_120"], "13.0", "0.7.2", "target arch 'sm_120' " + FORM),
     ],
 )
 def test_render_archs_rejects_bad_input(archs, cuda, flashinfer, message):
-    with pytest.raises(ArchError, match=message):
-        arch_select.render_archs(archs, cuda, flashinfer)
+    assert raised(arch_select.render_archs, archs, cuda, flashinfer) == message
+
+
+def test_render_archs_sorts_by_number_not_by_text():
+    assert arch_select.render_archs(["12.0", "9.0", "10.3"], "13.0", "0.7.2") == ["9.0a", "10.3a", "12.0f"]
 
 
 @pytest.mark.parametrize(
@@ -156,10 +174,14 @@ def test_cache_arch_dir(rendered, expected):
     assert arch_select.cache_arch_dir(rendered) == expected
 
 
-@pytest.mark.parametrize("rendered", [[], None, "12.0f", ["120f"]])
-def test_cache_arch_dir_rejects_bad_input(rendered):
-    with pytest.raises(ArchError):
-        arch_select.cache_arch_dir(rendered)
+@pytest.mark.parametrize("rendered,message", [
+    ([], "no rendered target arch to name a cache directory for"),
+    (None, "no rendered target arch to name a cache directory for"),
+    ("12.0f", "rendered archs must be a list such as ['12.0'], got '12.0f'"),
+    (["120f"], "target arch '120f' " + FORM),
+])
+def test_cache_arch_dir_rejects_bad_input(rendered, message):
+    assert raised(arch_select.cache_arch_dir, rendered) == message
 
 
 def test_select_then_render_end_to_end():

@@ -71,3 +71,28 @@ def test_every_problem_is_reported_at_once():
 def test_versions_compare_numerically_not_as_strings():
     # 12.10 > 12.9 numerically, though not as strings.
     assert cuda_arch.toolkit_problems(["10.3"], "12.10.0") == []
+
+
+@pytest.mark.parametrize("arch", ["sm120", "12", "12.0x", " "])
+def test_malformed_arch_message(arch):
+    with pytest.raises(cuda_arch.ArchError) as info:
+        cuda_arch.parse_arch(arch)
+    assert str(info.value) == (
+        "target arch %r is not of the form M.m (e.g. '12.0' for RTX PRO 6000, '10.3' for B300)" % (arch,))
+
+
+def test_unknown_arch_lists_the_known_ones_in_numeric_order():
+    with pytest.raises(cuda_arch.ArchError) as info:
+        cuda_arch.parse_arch("13.7")
+    assert str(info.value) == (
+        "unknown compute capability '13.7'; known: 7.5, 8.0, 8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.1, 10.3, 11.0, 12.0, 12.1")
+
+
+@pytest.mark.parametrize("version,archs,problems", [
+    ("12.9.0", ["10.3"], []),  # exactly the first toolkit that builds it
+    ("12.8.0", ["12.0"], []),
+    ("13.0.0", ["10.1"], ["target 10.1 is not built by CUDA toolkit >= 13.0 (requested 13.0.0)"]),  # exactly the first that does not
+    ("12.9.1", ["10.1"], []),
+])
+def test_toolkit_problems_at_the_boundaries(version, archs, problems):
+    assert cuda_arch.toolkit_problems(archs, version) == problems

@@ -145,6 +145,12 @@ def test_stale_locks_skips_a_held_lock(tmp_path):
     assert fj.stale_locks(str(tmp_path)) == [str(held), str(free)]
 
 
+def test_stale_locks_skips_a_lock_it_cannot_open_and_goes_on(tmp_path):
+    (tmp_path / "a.lock").symlink_to(tmp_path / "gone")  # cannot be opened
+    (tmp_path / "b.lock").write_text("")
+    assert fj.stale_locks(str(tmp_path)) == [str(tmp_path / "b.lock")]
+
+
 def test_stale_locks_leaves_files_in_place(tmp_path):
     lock = tmp_path / "sampling.lock"
     lock.write_text("")
@@ -188,3 +194,107 @@ def test_has_files_ignores_empty_directories(tmp_path):
     lock.write_text("")
     assert fj.has_files(str(tmp_path / ".cache")) is True
     assert fj.has_files(str(workspace)) is True
+
+
+# ---- edges the table above does not reach --------------------------------------------------------
+
+def test_read_env_file_edges(tmp_path):
+    env = tmp_path / "edges.env"
+    env.write_text(
+        "   # an indented comment\n"
+        "  ; another\n"
+        'EMPTY_QUOTED=""\n'
+        "ONE_QUOTE='\n"
+        "BOX=BOX\n"
+        "XQ=XinsideX\n"
+    )
+    assert fj.read_env_file(str(env)) == {"EMPTY_QUOTED": "", "ONE_QUOTE": "'", "BOX": "BOX", "XQ": "XinsideX"}
+
+
+def test_read_env_file_names_the_bad_line_exactly(tmp_path):
+    env = tmp_path / "bad.env"
+    for line in ("not an assignment  ", "PATH X"):
+        env.write_text("GOOD=1\n%s\n" % line)
+        with pytest.raises(fj.JitCacheError) as info:
+            fj.read_env_file(str(env))
+        assert str(info.value) == "%s: cannot parse line %r" % (env, line)
+
+
+def elf64_big_endian(payload=64, shnum=3, shentsize=64, shoff=None):
+    shoff = 64 + payload if shoff is None else shoff
+    header = b"\x7fELF" + bytes([2, 2, 1, 0]) + bytes(8)  # ELFCLASS64, big endian, EV_CURRENT
+    header += struct.pack(">HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 0, 0, shentsize, shnum, 0)
+    return header + b"\xab" * payload + bytes(shentsize * shnum)
+
+
+def test_so_problem_reads_a_big_endian_header(tmp_path):
+    so = tmp_path / "be.so"
+    whole = elf64_big_endian()
+    so.write_bytes(whole)
+    assert fj.so_problem(str(so)) is None
+    so.write_bytes(whole[:300])
+    assert fj.so_problem(str(so)) == "truncated: section headers end at byte %d, file has 300" % len(whole)
+
+
+def test_so_problem_reads_offsets_and_counts_unsigned(tmp_path):
+    # e_shoff past 2**63 and e_shnum past 2**15: read as signed they would go negative and the
+    # file would look whole.
+    so = tmp_path / "odd.so"
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 2 ** 63 + 64, 0, 64, 0, 0, 64, 1, 0)
+    so.write_bytes(header + bytes(128))
+    assert fj.so_problem(str(so)).startswith("truncated: section headers end at byte %d" % (2 ** 63 + 128))
+    header = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header += struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 64, 0, 64, 0, 0, 40000, 40000, 0)
+    so.write_bytes(header + bytes(128))
+    assert fj.so_problem(str(so)) == "truncated: section headers end at byte %d, file has 192" % (64 + 40000 * 40000)
+
+
+def test_so_problem_32_bit_elf_is_reported(tmp_path):
+    so = tmp_path / "elf32.so"
+    so.write_bytes(b"\x7fELF" + bytes([1, 1, 1, 0]) + bytes(120))
+    assert fj.so_problem(str(so)) == "truncated ELF header (64 bytes)"
+
+
+def test_timed_rounds_to_a_tenth_of_a_second(monkeypatch):
+    clock = iter([10.0, 12.345])
+    monkeypatch.setattr(fj.time, "monotonic", lambda: next(clock))
+    calls = []
+    assert fj.timed(calls.append, "spec") == 2.3
+    assert calls == ["spec"]
+
+
+class FakeCache:
+    def __init__(self, release):
+        self.release = release
+
+    def nvcc(self):
+        return "/cuda/bin/nvcc", self.release
+
+
+def test_check_toolkit_reports_every_target_it_is_too_old_for():
+    def need(arch):
+        if arch == "9.0a":
+            raise ValueError("not in the table")
+        return {"10.3a": "12.9", "12.0f": "12.9", "8.0": "11.0"}[arch]
+
+    assert fj.check_toolkit(FakeCache("13.0"), ["9.0a", "10.3a", "12.0f"], need) == {"path": "/cuda/bin/nvcc", "version": "13.0"}
+    with pytest.raises(fj.JitCacheError) as info:
+        fj.check_toolkit(FakeCache("12.8"), ["9.0a", "10.3a", "8.0", "12.0f"], need)
+    assert str(info.value) == "nvcc 12.8 at /cuda/bin/nvcc is too old: 10.3a needs CUDA >= 12.9; 12.0f needs CUDA >= 12.9"
+    # Without a table only nvcc itself is checked.
+    assert fj.check_toolkit(FakeCache("11.0"), ["12.0f"], None) == {"path": "/cuda/bin/nvcc", "version": "11.0"}
+
+
+@pytest.mark.parametrize("text,parts", [("12.9", (12, 9)), ("13.0.2", (13, 0, 2)), ("release 12.8,", (12, 8)), ("", ())])
+def test_version_tuple(text, parts):
+    assert fj.version_tuple(text) == parts
+
+
+def test_remove_tree(tmp_path):
+    tree = tmp_path / "cache" / "a"
+    tree.mkdir(parents=True)
+    (tree / "f").write_text("x")
+    assert fj.remove_tree(str(tmp_path / "cache")) is True
+    assert not (tmp_path / "cache").exists()
+    assert fj.remove_tree(str(tmp_path / "cache")) is False

@@ -75,19 +75,32 @@ def test_empty_output_is_no_gpu():
     assert nvidia_smi.parse_query_gpu("\n\n") == []
 
 
+FIELDS = "expected 6 comma-separated fields (index, name, uuid, compute_cap, memory.total, driver_version), got "
+
+
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("0, NVIDIA H200, GPU-x, 9.0\n", "expected 6 comma-separated fields"),
-        ("0, NVIDIA H200, GPU-x, 9.0, 143771 MiB, 570.172.08\n", "memory.total '143771 MiB' is not a whole number"),
-        ("0, NVIDIA H200, GPU-x, sm90, 143771, 570.172.08\n", "compute_cap 'sm90' is not of the form M.m"),
-        ("[N/A], NVIDIA H200, GPU-x, 9.0, 143771, 570.172.08\n", "GPU index missing"),
-        (fixture("no_devices.txt"), "expected 6 comma-separated fields"),
+        ("0, NVIDIA H200, GPU-x, 9.0\n", FIELDS + "'0, NVIDIA H200, GPU-x, 9.0'"),
+        ("0, NVIDIA H200, GPU-x, 9.0, 143771 MiB, 570.172.08\n",
+         "memory.total '143771 MiB' is not a whole number in line '0, NVIDIA H200, GPU-x, 9.0, 143771 MiB, 570.172.08'"),
+        ("one, NVIDIA H200, GPU-x, 9.0, 143771, 570.172.08\n",
+         "index 'one' is not a whole number in line 'one, NVIDIA H200, GPU-x, 9.0, 143771, 570.172.08'"),
+        ("0, NVIDIA H200, GPU-x, sm90, 143771, 570.172.08\n",
+         "compute_cap 'sm90' is not of the form M.m in line '0, NVIDIA H200, GPU-x, sm90, 143771, 570.172.08'"),
+        ("[N/A], NVIDIA H200, GPU-x, 9.0, 143771, 570.172.08\n",
+         "GPU index missing in line '[N/A], NVIDIA H200, GPU-x, 9.0, 143771, 570.172.08'"),
+        (fixture("no_devices.txt"), FIELDS + "'No devices were found'"),
     ],
 )
 def test_parse_query_gpu_rejects_what_it_does_not_understand(text, message):
-    with pytest.raises(nvidia_smi.NvidiaSmiParseError, match=message):
+    with pytest.raises(nvidia_smi.NvidiaSmiParseError) as info:
         nvidia_smi.parse_query_gpu(text)
+    assert str(info.value) == message
+
+
+def test_parse_query_gpu_of_nothing_is_no_gpu():
+    assert nvidia_smi.parse_query_gpu(None) == [] and nvidia_smi.parse_query_gpu("\n  \n") == []
 
 
 # ---- topo -m ----
@@ -143,22 +156,47 @@ def test_partial_nvlink_counts_as_pcie():
 
 
 def test_interconnect_rejects_unknown_links():
-    with pytest.raises(nvidia_smi.NvidiaSmiParseError, match="unknown GPU link type.*: CXL"):
-        nvidia_smi.interconnect({0: {1: "CXL"}, 1: {0: "CXL"}})
+    with pytest.raises(nvidia_smi.NvidiaSmiParseError) as info:
+        nvidia_smi.interconnect({0: {1: "CXL", 2: "PIX"}, 1: {0: "CXL", 2: "UPI"}, 2: {0: "PIX", 1: "UPI"}})
+    assert str(info.value) == "unknown GPU link type(s) in nvidia-smi topo -m: CXL, UPI"
+
+
+NO_HEADER = "no GPU header line (GPU0 GPU1 ...) in nvidia-smi topo -m output"
 
 
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("", "no GPU header line"),
-        (fixture("driver_not_loaded.txt"), "no GPU header line"),
-        ("GPU0\t X \tNV18\nGPU1\tNV18\t X \n", "GPU row before its header"),
-        ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \n", "fewer cells than GPU columns"),
+        ("", NO_HEADER),
+        (None, NO_HEADER),
+        (fixture("driver_not_loaded.txt"), NO_HEADER),
+        ("GPU0\t X \tNV18\nGPU1\tNV18\t X \n", "nvidia-smi topo -m output has a GPU row before its header line"),
+        ("GPU0\t X \n", "nvidia-smi topo -m output has a GPU row before its header line"),
+        ("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \n", "topology row 'GPU0\\t X' has fewer cells than GPU columns"),
     ],
 )
 def test_parse_topology_rejects_what_it_does_not_understand(text, message):
-    with pytest.raises(nvidia_smi.NvidiaSmiParseError, match=message):
+    with pytest.raises(nvidia_smi.NvidiaSmiParseError) as info:
         nvidia_smi.parse_topology(text)
+    assert str(info.value) == message
+
+
+def test_parse_topology_skips_lines_that_are_not_gpu_rows_wherever_they_are():
+    text = (
+        "\n"
+        "Legend:\n"
+        "\tGPU0\tGPU1\tNIC0\tCPU Affinity\n"
+        "NIC0\tPIX\tSYS\t X \n"
+        "GPU0\t X \tNV18\tPIX\t0-31\n"
+        "\n"
+        "GPU1\tNV18\t X \tSYS\t0-31\n"
+        "X\n"
+    )
+    assert nvidia_smi.parse_topology(text) == {0: {1: "NV18"}, 1: {0: "NV18"}}
+
+
+def test_a_header_with_a_single_gpu_column():
+    assert nvidia_smi.parse_topology("GPU0\nGPU0\t X \t0-31\n") == {0: {}}
 
 
 # ---- driver errors ----
@@ -185,6 +223,12 @@ def test_driver_error(name, expected):
 @pytest.mark.parametrize("name", ["rtx_pro_6000_x8.query.txt", "b300_x8.topo.txt", "gb10_x1.query.txt"])
 def test_good_output_is_no_driver_error(name):
     assert nvidia_smi.driver_error(fixture(name)) is None
+
+
+def test_driver_errors_keep_the_order_of_the_output():
+    text = "No devices were found\nFailed to initialize NVML: Unknown Error\n"
+    assert nvidia_smi.driver_error(text) == "No devices were found Failed to initialize NVML: Unknown Error"
+    assert nvidia_smi.driver_error(None) is None
 
 
 def test_driver_error_finds_a_lost_gpu_among_good_lines():

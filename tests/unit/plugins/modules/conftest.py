@@ -18,3 +18,13 @@ def fake(tmp_path, monkeypatch):
     # The module writes os.environ directly (env_file, workspace_base, jobs): put it back.
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def module_process(monkeypatch):
+    """A module runs in a process of its own on the host, where ansible-core's controller code is not
+    loaded. Once a test in this process has imported controller code (a filter plugin imports
+    ansible.errors), ansible-core 2.19 sends module warnings to the controller's display instead of
+    the result; put the module's view back (ansible.module_utils._internal.is_controller)."""
+    from ansible.module_utils import _internal
+    monkeypatch.setattr(_internal, "is_controller", False)

@@ -24,7 +24,7 @@ VERSION = "0.7.2"
 LOCK_LINE = "sampling.lock: lock file left by a killed build"
 ENV_NAMES = (
     "FLASHINFER_WORKSPACE_BASE", "FLASHINFER_CUDA_ARCH_LIST", "FLASHINFER_JIT_VERBOSE",
-    "FLASHINFER_JIT_DEBUG", "CUDA_HOME", "MAX_JOBS", "FAKE_FLASHINFER_FAIL",
+    "FLASHINFER_JIT_DEBUG", "CUDA_HOME", "MAX_JOBS", "FAKE_FLASHINFER_FAIL", "FAKE_FLASHINFER_BROKEN",
 )
 
 
@@ -139,7 +139,8 @@ class JitSpec:
     def lock_path(self):
         return jit_env.FLASHINFER_JIT_DIR / "tmp" / (self.name + ".lock")
 
-    def build(self, verbose, need_lock=True):
+    # flashinfer-python 0.7.2, flashinfer/jit/core.py line 577 (JitSpecNvcc.build): no lock unless asked.
+    def build(self, verbose=None, need_lock=False):
         record = {
             "name": self.name, "verbose": verbose, "need_lock": need_lock,
             "lock_existed": self.lock_path.exists(),
@@ -168,7 +169,8 @@ class JitSpec:
             record["compiled"] = not library.exists()  # ninja: up to date when the output exists
             if record["compiled"]:
                 library.parent.mkdir(parents=True, exist_ok=True)
-                library.write_bytes(elf64(payload=512))
+                # FAKE_FLASHINFER_BROKEN: a link that "succeeds" but leaves an empty file (a full disk).
+                library.write_bytes(b"" if os.environ.get("FAKE_FLASHINFER_BROKEN") else elf64(payload=512))
         finally:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -208,7 +210,9 @@ def gen_sampling_module():
 ''',
 }
 
+# nvcc as it answers --version (an unknown option: "nvcc fatal   : Unknown option", exit 1).
 NVCC = """#!/bin/sh
+if [ "$1" != --version ]; then echo "nvcc fatal   : Unknown option '$1'" >&2; exit 1; fi
 echo "nvcc: NVIDIA (R) Cuda compiler driver"
 echo "Cuda compilation tools, release {release}, V{release}.88"
 """

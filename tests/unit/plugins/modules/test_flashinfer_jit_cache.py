@@ -418,3 +418,62 @@ def test_diff_in_check_mode_shows_what_would_be_built(fake, capsys):
     assert result["diff"]["before"]["modules"] == []
     assert result["diff"]["after"]["modules"] == ["sampling"]
     assert fake.builds == []
+
+
+# ---- what the result holds, and the paths the tables above do not reach ------------------------
+
+def test_the_result_has_exactly_the_documented_keys(fake, capsys):
+    result = ok(fake.run(capsys, modules=["sampling"]))
+    # Ansible's own keys (invocation, warnings, deprecations) aside.
+    assert sorted(k for k in result if not k.startswith("_") and k not in ("invocation", "warnings", "deprecations")) == [
+        "archs", "built", "cache_dir", "changed", "flashinfer_version", "nvcc", "removed", "repaired",
+        "seconds", "skipped_modules"]
+    assert result["nvcc"] == {"path": str(fake.cuda_home / "bin" / "nvcc"), "version": "13.0"}
+    probe = ok(fake.run(capsys, modules=[]))
+    assert "nvcc" not in probe  # a probe compiles nothing and needs no nvcc
+    assert probe["changed"] is False and probe["archs"] == ["12.0f"]
+
+
+def test_rebuilt_over_a_truncated_so_reports_the_removal_not_a_repair(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    with open(str(fake.so()), "r+b") as handle:
+        handle.truncate(100)
+    result = ok(fake.run(capsys, state="rebuilt", modules=["sampling"]))
+    assert result["removed"] == [str(fake.workspace("120f"))]
+    assert result["repaired"] == []
+    assert result["built"] == ["sampling"]
+
+
+def test_rebuilt_in_check_mode_would_build_even_a_whole_module(fake, capsys):
+    ok(fake.run(capsys, modules=["sampling"]))
+    result = ok(fake.run(capsys, state="rebuilt", modules=["sampling"], check_mode=True))
+    assert result["removed"] == [str(fake.workspace("120f"))]
+    assert result["built"] == ["sampling"] and result["skipped_modules"] == []
+    assert fj.so_problem(str(fake.so())) is None  # nothing was removed
+
+
+def test_check_mode_lists_every_module(fake, capsys):
+    (fake.site / "flashinfer" / "jit" / "norm.py").write_text(
+        "from .core import JitSpec\n\n\ndef gen_norm_module():\n    return JitSpec('norm')\n")
+    ok(fake.run(capsys, modules=["sampling"]))
+    result = ok(fake.run(capsys, modules=["norm", "sampling"], check_mode=True))
+    assert result["built"] == ["norm"] and result["skipped_modules"] == ["sampling"]
+    assert ok(fake.run(capsys, modules=["norm", "sampling"]))["built"] == ["norm"]
+
+
+def test_a_build_that_leaves_a_broken_so_fails(fake, capsys, monkeypatch):
+    monkeypatch.setenv("FAKE_FLASHINFER_BROKEN", "1")
+    msg = failed(fake.run(capsys, modules=["sampling"]))
+    assert msg == "%s is empty (0 bytes) after building sampling" % fake.so()
+
+
+def test_a_release_without_check_cuda_arch_is_held_to_the_expected_targets(fake, capsys, monkeypatch):
+    # FlashInfer before check_cuda_arch() existed: no own check, so an empty target set is only
+    # caught by the comparison with the targets the role expects.
+    path = fake.site / "flashinfer" / "jit" / "core.py"
+    path.write_text(path.read_text().replace("def check_cuda_arch():", "def _check_cuda_arch():"))
+    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST")
+    msg = failed(fake.run(capsys, modules=["sampling"], expected_archs=["12.0f"]))
+    assert msg == "FlashInfer %s targets nothing with this environment, expected ['12.0f']" % VERSION
+    msg = failed(fake.run(capsys, modules=["sampling"], expected_archs=["10.3a", "12.0f"]))
+    assert msg == "FlashInfer %s targets nothing with this environment, expected ['10.3a', '12.0f']" % VERSION

@@ -166,3 +166,40 @@ def test_check_builds_nothing(fake):
                                         ("", []), (" 12.0f; ", ["12.0f"])])
 def test_split_list(text, items):
     assert fj.split_list(text) == items
+
+
+def seconds(value):
+    """fj.timed that reports `value` seconds (the build still runs)."""
+    def timed(func, *args):
+        func(*args)
+        return value
+    return timed
+
+
+def test_the_summary_line_says_what_happened(fake, monkeypatch):
+    monkeypatch.setattr(fj, "timed", seconds(1.2))
+    cache = str(fake.jit_dir())
+    rc, out, _err = cli(fake, "--modules", "sampling")
+    assert (rc, out) == (0, "flashinfer_jit: FlashInfer %s targets 12.0f, cache %s; built: sampling; up to date: none "
+                            "(sampling=1.2 s)\n" % (VERSION, cache))
+    with open(str(fake.so()), "r+b") as handle:
+        handle.truncate(100)
+    rc, out, _err = cli(fake, "--modules", "sampling", "--check")
+    assert (rc, out) == (0, "flashinfer_jit: FlashInfer %s targets 12.0f, cache %s; would build: sampling; up to date: none; "
+                            "repaired: sampling.lock: lock file left by a killed build; "
+                            "sampling.so: truncated: section headers end at byte 768, file has 100\n"
+                            % (VERSION, cache))
+
+
+def test_the_summary_line_of_a_warm_cache_and_of_two_targets(fake, tmp_path, monkeypatch):
+    monkeypatch.setattr(fj, "timed", seconds(0.0))
+    assert cli(fake, "--modules", "sampling")[0] == 0
+    rc, out, _err = cli(fake, "--modules", "sampling")
+    assert out == "flashinfer_jit: FlashInfer %s targets 12.0f, cache %s; built: none; up to date: sampling (sampling=0.0 s)\n" % (
+        VERSION, fake.jit_dir())
+    base = tmp_path / "other-base"
+    base.mkdir()
+    rc, out, _err = cli(fake, "--modules", "", "--workspace-base", str(base), "--expected-archs", "",
+                        FLASHINFER_CUDA_ARCH_LIST="10.3a 12.0f")
+    assert (rc, out) == (0, "flashinfer_jit: FlashInfer %s targets 10.3a 12.0f, cache %s; built: none; up to date: none\n"
+                         % (VERSION, fake.jit_dir("103a_120f", base=base)))
