@@ -80,6 +80,12 @@ DEVICES_HINT = ' (use e.g. [0, 1, 2, 3] or "0,1,2,3")'
     ({"autoregressive": {"pp_size": "two"}}, "", [A + "pp_size must be an integer >= 1, got 'two'"]),
     ({"autoregressive": {"mem_fraction_static": 1.5}}, "", [A + "mem_fraction_static must be between 0 and 1, got 1.5"]),
     ({"autoregressive": {"mem_fraction_static": 0}}, "", [A + "mem_fraction_static must be between 0 and 1, got 0"]),
+    ({"autoregressive": {"mem_fraction_static": 1}}, "", [A + "mem_fraction_static must be between 0 and 1, got 1"]),
+    ({}, "medusa, lookahead", ["sglang_services_active: unknown service 'medusa', 'lookahead'; "
+                               "choose from eagle3, autoregressive, dflash (or none)"]),
+    ({"eagle3": {"speculative_eagle_topk": None, "speculative_num_draft_tokens": None}}, "eagle3", [
+        E + "EAGLE-3 takes all three of speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens or none; "
+        "speculative_num_steps set, speculative_eagle_topk, speculative_num_draft_tokens missing"]),
     ({"autoregressive": {"mem_fraction_static": "most"}}, "", [A + "mem_fraction_static must be between 0 and 1, got 'most'"]),
     ({"autoregressive": {"extra_args": {"port": 1, "--tensor_parallel_size": 2}}}, "", [
         A + "extra_args --tensor_parallel_size is managed by the role; set tp_size instead",
@@ -109,7 +115,7 @@ def test_bad_input(over, active, problems):
     {"autoregressive": {"port": 1}}, {"autoregressive": {"port": 65535}}, {"autoregressive": {"port": "30001"}},
     {"autoregressive": {"tp_size": "8", "pp_size": 2}}, {"autoregressive": {"mem_fraction_static": 0.99}},
     {"autoregressive": {"mem_fraction_static": "0.5"}}, {"autoregressive": {"cuda_visible_devices": " 0 , 1 "}},
-    {"autoregressive": {"extra_args": {"log-level": "info"}, "env": {"HF_TOKEN": "x", "_A1": "y"}}},
+    {"autoregressive": {"extra_args": {"log-level": "info"}, "env": {"HF_TOKEN": "x", "_A1": "y", "hf_home": "/h"}}},
     {"eagle3": {"speculative_num_steps": None, "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}},
     {"dflash": {"pp_size": 1, "dflash_block_size": None}},
 ])
@@ -240,3 +246,27 @@ def test_the_filters_the_role_calls_are_these_functions():
         "sglang_services_active_list": f.sglang_services_active_list, "sglang_gpu_set": f.gpu_set,
         "systemd_exec": f.systemd_exec,
     }
+
+
+def test_sizes_left_out_mean_one():
+    # A service whose settings leave tp_size and pp_size out (an operator's own vars, without the
+    # role's built-ins) runs with SGLang's defaults, 1 and 1: no problem, and DFlash's pp check passes.
+    s = settings()
+    for values in s.values():
+        del values["tp_size"], values["pp_size"]
+    assert f.sglang_services_problems(s, "dflash") == []
+
+
+def test_a_service_without_settings_is_reported_not_a_crash():
+    s = settings()
+    del s["dflash"]
+    assert f.sglang_services_problems(s, "eagle3") == [
+        D + "model_path is empty (set it here or in sglang_services_common)",
+        D + "port None is out of range (1-65535)",
+        D + "DFlash needs draft_model_path (the draft model)"]
+
+
+def test_argv_extra_args_false_in_a_list_and_a_dashed_underscored_flag():
+    argv = f.sglang_service_argv({"model_path": "/m", "extra_args": {"--k_l": True, "x": [False, 1.5]}},
+                                 "autoregressive")
+    assert argv[8:] == ["--k-l", "--x", "false", "1.5"]
