@@ -136,10 +136,14 @@ class FlashInferCache:
                 "FlashInfer rejects FLASHINFER_CUDA_ARCH_LIST=%r: %s: %s"
                 % (os.environ.get("FLASHINFER_CUDA_ARCH_LIST"), type(exc).__name__, exc)
             ) from exc
-        self.version = getattr(self.flashinfer, "__version__", None) or self.jit_env.flashinfer_version
+        # Every release the role supports (0.2.0-0.7.2) sets flashinfer.__version__ (0.3.0 from
+        # _build_meta.py, "0.0.0+unknown" without it; later ones from version.py) and
+        # jit/env.py's FLASHINFER_CACHE_DIR (<FLASHINFER_WORKSPACE_BASE>/.cache/flashinfer). The
+        # workspace is <cache>/<arch> up to 0.4 and <cache>/<version>/<arch> since.
+        self.version = self.flashinfer.__version__
         self.jit_dir = str(self.jit_env.FLASHINFER_JIT_DIR)
-        self.workspace_dir = os.path.dirname(self.jit_dir)  # .../<version>/<arch>
-        self.cache_root = str(getattr(self.jit_env, "FLASHINFER_CACHE_DIR", os.path.dirname(os.path.dirname(self.workspace_dir))))
+        self.workspace_dir = os.path.dirname(self.jit_dir)
+        self.cache_root = str(self.jit_env.FLASHINFER_CACHE_DIR)
 
     # ---- targets -----------------------------------------------------------------------------
     def target_archs(self):

@@ -117,7 +117,7 @@ def test_bad_input(over, active, problems):
     {"autoregressive": {"mem_fraction_static": "0.5"}}, {"autoregressive": {"cuda_visible_devices": " 0 , 1 "}},
     {"autoregressive": {"extra_args": {"log-level": "info"}, "env": {"HF_TOKEN": "x", "_A1": "y", "hf_home": "/h"}}},
     {"eagle3": {"speculative_num_steps": None, "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}},
-    {"dflash": {"pp_size": 1, "dflash_block_size": None}},
+    {"dflash": {"pp_size": 1, "dflash_block_size": None}}, {"dflash": {"dflash_block_size": 1}},
 ])
 def test_good_values_at_the_edges_have_no_problems(over):
     assert f.sglang_services_problems(settings(**over), "eagle3") == []
@@ -270,3 +270,24 @@ def test_argv_extra_args_false_in_a_list_and_a_dashed_underscored_flag():
     argv = f.sglang_service_argv({"model_path": "/m", "extra_args": {"--k_l": True, "x": [False, 1.5]}},
                                  "autoregressive")
     assert argv[8:] == ["--k-l", "--x", "false", "1.5"]
+
+
+def test_active_services_one_without_settings_and_two_shared_gpus():
+    s = settings()
+    del s["dflash"]
+    shared = "give each disjoint cuda_visible_devices or run one"
+    assert f.sglang_services_problems(s, "eagle3, dflash, autoregressive") == [
+        D + "model_path is empty (set it here or in sglang_services_common)",
+        D + "port None is out of range (1-65535)",
+        D + "DFlash needs draft_model_path (the draft model)",
+        "sglang_services_active runs eagle3 and dflash together, but they share GPUs (one of them uses all GPUs); " + shared,
+        "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (one of them uses all GPUs); "
+        + shared,
+        "sglang_services_active runs eagle3 and autoregressive together on the same port 30000",
+        "sglang_services_active runs dflash and autoregressive together, but they share GPUs (one of them uses all GPUs); "
+        + shared]
+    s = settings(autoregressive={"cuda_visible_devices": [0, 1, 2, 3], "port": 30001},
+                 eagle3={"cuda_visible_devices": "2,3,4"})
+    assert f.sglang_services_problems(s, ["eagle3", "autoregressive"]) == [
+        "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (2,3); "
+        "give each disjoint cuda_visible_devices or run one"]

@@ -228,6 +228,9 @@ def test_good_output_is_no_driver_error(name):
 def test_driver_errors_keep_the_order_of_the_output():
     text = "No devices were found\nFailed to initialize NVML: Unknown Error\n"
     assert nvidia_smi.driver_error(text) == "No devices were found Failed to initialize NVML: Unknown Error"
+    # ...not the order of the patterns the module looks for (NVML's comes after "No devices" there).
+    text = "Failed to initialize NVML: Driver/library version mismatch\nNo devices were found\n"
+    assert nvidia_smi.driver_error(text) == "Failed to initialize NVML: Driver/library version mismatch No devices were found"
     assert nvidia_smi.driver_error(None) is None
 
 

@@ -1,6 +1,6 @@
 """flashinfer_jit.FlashInferCache against the fake FlashInfer, including the layouts of other
-FlashInfer releases it reads: no __version__ (the version from jit.env), no FLASHINFER_CACHE_DIR,
-a target set on jit.core or jit.env instead of current_compilation_context, a JIT module whose
+FlashInfer releases it reads: 0.3.0's "0.0.0+unknown" version and <cache>/<arch> workspace, a
+target set on jit.core or jit.env instead of current_compilation_context, a JIT module whose
 gen_<name>_module lives in flashinfer.jit itself, a JitSpec with get_library_path() instead of
 jit_library_path. The fake stands in for FlashInfer (not installed here; Molecule runs the real one).
 """
@@ -41,17 +41,18 @@ def test_what_the_cache_reads_from_flashinfer(fake, cache):
     assert c.nvcc() == (str(fake.cuda_home / "bin" / "nvcc"), "13.0")
 
 
-def test_version_from_jit_env_when_the_package_has_none(fake, cache):
-    edit(fake, "flashinfer/__init__.py", '__version__ = "%s"' % VERSION, "")
-    edit(fake, "flashinfer/jit/env.py", 'flashinfer_version = "@VERSION@"'.replace("@VERSION@", VERSION),
-         'flashinfer_version = "0.7.2.post1"')
-    assert cache().version == "0.7.2.post1"
-
-
-def test_cache_root_without_flashinfer_cache_dir(fake, cache):
-    edit(fake, "flashinfer/jit/env.py", "FLASHINFER_CACHE_DIR = ", "_CACHE_DIR = ")
-    edit(fake, "flashinfer/jit/env.py", "return FLASHINFER_CACHE_DIR /", "return _CACHE_DIR /")
-    assert cache().cache_root == str(fake.cache_root())
+def test_release_030_layout_version_and_cache_root(fake, cache):
+    # FlashInfer 0.3.0 (sdist, flashinfer/__init__.py and jit/env.py): __version__ comes from
+    # _build_meta.py and is "0.0.0+unknown" without it; jit/env.py has no flashinfer_version and its
+    # workspace is FLASHINFER_CACHE_DIR / arch, one level less than 0.7.2's <cache>/<version>/<arch>.
+    edit(fake, "flashinfer/__init__.py", '__version__ = "%s"' % VERSION, '__version__ = "0.0.0+unknown"')
+    edit(fake, "flashinfer/jit/env.py", 'flashinfer_version = "%s"' % VERSION, "")
+    edit(fake, "flashinfer/jit/env.py", "return FLASHINFER_CACHE_DIR / flashinfer_version / arch",
+         "return FLASHINFER_CACHE_DIR / arch")
+    c = cache()
+    assert c.version == "0.0.0+unknown"
+    assert c.workspace_dir == str(fake.cache_root() / "120f")
+    assert c.cache_root == str(fake.cache_root())
 
 
 @pytest.mark.parametrize("where", ["flashinfer/jit/core.py", "flashinfer/jit/env.py"])
