@@ -298,3 +298,35 @@ def test_remove_tree(tmp_path):
     assert fj.remove_tree(str(tmp_path / "cache")) is True
     assert not (tmp_path / "cache").exists()
     assert fj.remove_tree(str(tmp_path / "cache")) is False
+
+
+def test_parse_args_jobs_bounds(capsys):
+    assert fj.parse_args(["--jobs", "1"]).jobs == 1
+    with pytest.raises(SystemExit) as info:
+        fj.parse_args(["--jobs", "0"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.endswith("flashinfer_prewarm.py: error: --jobs must be >= 1, got 0\n")
+
+
+def test_help_is_what_an_operator_reads_of_the_units_pre_warm(capsys, monkeypatch):
+    # The units' ExecStartPre= command (roles/sglang_services/files/flashinfer_prewarm.py) prints this;
+    # a wide terminal, so argparse does not break a line inside a word such as "compile-only".
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as info:
+        fj.parse_args(["--help"])
+    assert info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.startswith("usage: flashinfer_prewarm.py [-h] [--modules MODULES] [--expected-archs EXPECTED_ARCHS] "
+                          "[--env-file ENV_FILE] [--workspace-base WORKSPACE_BASE] [--jobs JOBS] [--check] ")
+    for text in [
+        "Check FlashInfer's targets and make sure its JIT modules are built (compile-only, no GPU needed); "
+        "repairs what a killed build left. Reads the environment it runs in (the unit's EnvironmentFile=).",
+        "--modules MODULES modules to ensure, comma or space separated (default: %s)" % ",".join(fj.DEFAULT_MODULES),
+        "--expected-archs EXPECTED_ARCHS FlashInfer's target set must equal this (default: "
+        "FLASHINFER_CUDA_ARCH_LIST); '' checks nothing",
+        "--env-file ENV_FILE apply a KEY=VALUE file first (systemd already did for units)",
+        "--workspace-base WORKSPACE_BASE overrides FLASHINFER_WORKSPACE_BASE",
+        "--jobs JOBS parallel compile jobs (MAX_JOBS)",
+        "--check report what would be built or repaired; change nothing",
+    ]:
+        assert text in out
