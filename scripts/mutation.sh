@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation testing of plugins/module_utils/ and plugins/filter/ with mutmut, against tests/unit.
-# Not part of CI (about 5 minutes on 2 cores). Prints the score and every surviving mutant.
+# Not part of CI (about 3 minutes on 2 cores). Prints the score and every surviving mutant.
 #   ./scripts/mutation.sh              run mutmut, then report
 #   ./scripts/mutation.sh report       report the last run again
 #   ./scripts/mutation.sh show NAME    the diff of one mutant (a name from the report)
