@@ -47,7 +47,7 @@ EOF
 report() {
   (cd "$work" && mutmut export-cicd-stats >/dev/null && mutmut results) > "$work/results.txt"
   python - "$work/mutants/mutmut-cicd-stats.json" "$work/results.txt" "$BSG_ROOT/tests/mutation-equivalent.txt" <<'PY'
-import json, re, sys
+import json, sys
 
 stats = json.load(open(sys.argv[1]))
 results = [line.strip().rsplit(": ", 1) for line in open(sys.argv[2]) if ": " in line]

@@ -20,6 +20,10 @@ PRO6000 = "molecule-pro6000"
 B300 = "molecule-b300"
 # The playbook that runs one role of the collection (extra var or host var bsg_role).
 ROLE_PLAYBOOK = "molecule/default/role.yml"
+# The lab's EAGLE-3 settings (inventories/lab/group_vars/lab.yml), for tests that pass the service's
+# dict as an extra var (which replaces the whole dict).
+with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "lab.yml")) as _handle:
+    LAB_EAGLE3 = yaml.safe_load(_handle)["sglang_services_eagle3"]
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import re
 import shlex
 
 import pytest
-from conftest import ROOT, assert_unchanged, fingerprint, run_cases
+from conftest import LAB_EAGLE3, ROOT, assert_unchanged, fingerprint, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
@@ -23,9 +23,6 @@ ENV = "/etc/sglang/sglang-%s.env"
 FLASHINFER_ENV = "/etc/sglang/flashinfer.env"
 SO = "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops/sampling/sampling.so"
 ROLE = "blackwell.sglang.sglang_services"
-# The lab's EAGLE-3 settings (inventories/lab/group_vars/lab.yml): an extra var replaces the whole dict.
-LAB_EAGLE3 = {"draft_model_path": "/models/Qwen3-8B-EAGLE3", "speculative_num_steps": 3,
-              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 
 def unit_lines(host, name, key):

@@ -6,7 +6,7 @@ that a secret in it never reaches Ansible's output."""
 import re
 
 import pytest
-from conftest import B300, ROLE_PLAYBOOK, _run_playbook
+from conftest import B300, LAB_EAGLE3, ROLE_PLAYBOOK, _run_playbook
 
 testinfra_hosts = ["podman://molecule-b300"]
 pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
@@ -36,8 +36,6 @@ def test_prewarm_check_is_warm_for_103a(host):
 
 # Last on this node: it changes the EAGLE-3 service's env file (nothing after it reads this node).
 SECRET = "hf_blackwell_sglang_not_a_real_token_0123456789"
-LAB_EAGLE3 = {"draft_model_path": "/models/Qwen3-8B-EAGLE3", "speculative_num_steps": 3,
-              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 
 def test_env_and_gpus_are_written_and_the_secret_stays_out_of_the_output(host):
