@@ -21,7 +21,42 @@ cd "$tmp"
 ansible-doc -t role blackwell.sglang.cuda_toolkit | grep -q cuda_toolkit_target_archs
 ansible-doc -t role blackwell.sglang.sglang_venv | grep -q sglang_venv_wheelhouse
 ansible-doc -t role blackwell.sglang.sglang_services | grep -q sglang_services_active
-# sglang_services copies this file to the hosts (role_path/../../plugins/...): it must ship.
+# An execution environment (ansible-builder) reads the collection's controller-side needs through
+# meta/execution-environment.yml: it and every file it names must ship in the tarball. The EE
+# definition in docs/execution-environment/ installs the tarball of galaxy.yml's version.
+installed="$tmp/collections/ansible_collections/blackwell/sglang"
+eedef="$BSG_ROOT/docs/execution-environment/execution-environment.yml"
+python - "$installed" "$eedef" "$(basename "$tarball")" <<'PY'
+import os, sys, yaml
+root, eedef, tarball = sys.argv[1:]
+with open(os.path.join(root, "meta", "execution-environment.yml")) as handle:
+    deps = yaml.safe_load(handle)["dependencies"]
+assert set(deps) == {"python", "system"}, deps
+for path in deps.values():
+    assert os.path.isfile(os.path.join(root, path)), "meta/execution-environment.yml names %s, not in the tarball" % path
+with open(eedef) as handle:
+    ee = yaml.safe_load(handle)
+names = [item["name"] for item in ee["dependencies"]["galaxy"]["collections"]]
+sources = [item["src"] for item in ee["additional_build_files"]]
+assert names == ["collections/" + tarball] and sources == [tarball], \
+    "%s installs %s from %s, not %s (galaxy.yml's version)" % (eedef, names, sources, tarball)
+PY
+# With ansible-builder on PATH (not installed by bootstrap.sh): its own reading of the installed
+# collection lists every requirement, and the EE definition renders a build context.
+if command -v ansible-builder >/dev/null; then
+  ansible-builder introspect "$tmp/collections" --write-pip "$tmp/ee-pip.txt" --write-bindep "$tmp/ee-bindep.txt" >/dev/null
+  for kind in requirements:pip bindep:bindep; do
+    while IFS= read -r req; do
+      grep -Fxq "$req  # from collection blackwell.sglang" "$tmp/ee-${kind#*:}.txt" \
+        || { echo "ansible-builder introspect misses '$req' (meta/ee-${kind%:*}.txt)" >&2; exit 1; }
+    done < <(sed -e 's/\(^\|\s\+\)#.*$//' -e '/^\s*$/d' "$installed/meta/ee-${kind%:*}.txt")
+  done
+  mkdir "$tmp/ee" && cp "$eedef" "$tarball" "$tmp/ee/"
+  ansible-builder create -f "$tmp/ee/execution-environment.yml" --context "$tmp/ee/context" >/dev/null
+  test -f "$tmp/ee/context/_build/collections/$(basename "$tarball")"
+  echo "ansible-builder: introspect lists the collection's requirements, the EE definition renders"
+fi
+# flashinfer_prewarm_command installs its own copy of this file on the hosts: it must ship.
 test -f "$tmp/collections/ansible_collections/blackwell/sglang/plugins/module_utils/flashinfer_jit.py"
 cat > play.yml <<'PLAY'
 ---

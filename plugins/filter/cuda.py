@@ -10,6 +10,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import 
     ArchError,
     compute_name,
     min_toolkit,
+    nvcc_release,
     toolkit_problems,
 )
 
@@ -32,10 +33,16 @@ def cuda_min_toolkit(arch):
         raise AnsibleFilterError(str(exc)) from exc
 
 
+def cuda_nvcc_release(text):
+    """`nvcc --version` output -> its release 'M.m' ('' when it names none)."""
+    return nvcc_release(text) or ""
+
+
 class FilterModule:
     def filters(self):
         return {
             "cuda_toolkit_problems": cuda_toolkit_problems,
             "cuda_compute_name": cuda_compute_name,
             "cuda_min_toolkit": cuda_min_toolkit,
+            "cuda_nvcc_release": cuda_nvcc_release,
         }

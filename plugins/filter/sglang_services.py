@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import re
 
-SERVICES = ("eagle3", "autoregressive", "dflash")
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import SERVICES, unit_name
+
 EAGLE3_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 # Flags the role renders from named settings; extra_args must not set them a second time.
 MANAGED_FLAGS = {
@@ -112,7 +113,7 @@ def sglang_services_conflicts(settings_by_name):
         except ValueError:
             devices[name] = []  # reported by sglang_services_problems
     return {
-        name: ["sglang-%s.service" % other for other in SERVICES
+        name: [unit_name(other) for other in SERVICES
                if other != name and _shares_gpus(devices[name], devices[other])]
         for name in SERVICES
     }

@@ -18,18 +18,14 @@ Three steps, each a pure function (no I/O):
 
 from __future__ import annotations
 
-try:  # controller side and SGLang venvs always have packaging
-    from packaging.version import InvalidVersion, Version
-except ImportError:  # pragma: no cover - a bare target interpreter
-    from ansible.module_utils.compat.version import LooseVersion as Version  # type: ignore
-
-    InvalidVersion = ValueError  # type: ignore
-
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import (
-    ARCH_TOOLKIT,
     ArchError,
-    min_toolkit,
+    Version,
+    arch_key,
     parse_arch,
+    parse_version,
+    target_key,
+    toolkit_gap,
 )
 
 # The first FlashInfer release whose JIT builds the sm120 family target ("12.0f").
@@ -38,26 +34,6 @@ FLASHINFER_FAMILY_SM120 = "0.6.7"
 CUDA_FAMILY_TARGETS = "12.9"
 # From Hopper on, FlashInfer's kernels need the arch-specific ("a") target, e.g. wgmma on sm90.
 ARCH_SPECIFIC_FROM_MAJOR = 9
-
-
-def _arch_key(base):
-    major, minor = base.split(".")
-    return int(major), int(minor)
-
-
-def _target_key(target):
-    base, suffix = parse_arch(target)
-    return _arch_key(base), suffix
-
-
-def _version(value, what):
-    text = str(value).strip() if value is not None else ""
-    if not text:
-        raise ArchError("%s version is empty" % what)
-    try:
-        return Version(text)
-    except (InvalidVersion, TypeError, ValueError) as exc:
-        raise ArchError("%s version %r is not a version number" % (what, value)) from exc
 
 
 def _as_list(value, what):
@@ -88,7 +64,7 @@ def select_archs(gpu_ccs, inventory_archs):
         if suffix:
             raise ArchError("GPU compute capability %r must be a bare M.m such as '12.0'" % (cc,))
         found.add(base)
-    gpus = sorted(found, key=_arch_key)
+    gpus = sorted(found, key=arch_key)
 
     wanted = {}  # base -> entry as the operator wrote it (normalised: '12.0', '12.0a')
     for entry in _as_list(inventory_archs, "flashinfer_cuda_archs"):
@@ -98,7 +74,7 @@ def select_archs(gpu_ccs, inventory_archs):
             raise ArchError(
                 "flashinfer_cuda_archs names %s twice, as %s and %s; keep one" % (base, wanted[base], spelled)
             )
-    inventory = sorted(wanted, key=_arch_key)
+    inventory = sorted(wanted, key=arch_key)
 
     if gpus and inventory and gpus != inventory:
         raise ArchError(
@@ -122,7 +98,7 @@ def _default_suffix(base, cuda, flashinfer):
         if cuda >= Version(CUDA_FAMILY_TARGETS) and flashinfer >= Version(FLASHINFER_FAMILY_SM120):
             return "f"
         return "a"
-    if _arch_key(base)[0] >= ARCH_SPECIFIC_FROM_MAJOR:
+    if arch_key(base)[0] >= ARCH_SPECIFIC_FROM_MAJOR:
         return "a"
     return ""
 
@@ -142,8 +118,8 @@ def render_archs(archs, cuda_version, flashinfer_version):
     entries = _as_list(archs, "target archs")
     if not entries:
         raise ArchError("no target arch to render")
-    cuda = _version(cuda_version, "CUDA")
-    flashinfer = _version(flashinfer_version, "FlashInfer")
+    cuda = parse_version(cuda_version, "CUDA")
+    flashinfer = parse_version(flashinfer_version, "FlashInfer")
     cuda_text = str(cuda_version).strip()
 
     rendered = []
@@ -151,17 +127,16 @@ def render_archs(archs, cuda_version, flashinfer_version):
     for entry in entries:
         base, suffix = parse_arch(entry)
         target = base + (suffix or _default_suffix(base, cuda, flashinfer))
-        need = min_toolkit(target)
-        if cuda < Version(need):
+        need, gone = toolkit_gap(target, cuda_text)
+        if need:
             problems.append("%s needs CUDA >= %s; nvcc is %s" % (target, need, cuda_text))
-        gone = ARCH_TOOLKIT[base][1]
-        if gone and cuda >= Version(gone):
+        if gone:
             problems.append("%s is not built by CUDA >= %s; nvcc is %s" % (target, gone, cuda_text))
         if target not in rendered:
             rendered.append(target)
     if problems:
         raise ArchError("\n".join(problems))
-    return sorted(rendered, key=_target_key)
+    return sorted(rendered, key=target_key)
 
 
 def cache_arch_dir(rendered):

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import re
 
-try:  # controller side and SGLang venvs always have packaging
-    from packaging.version import Version
+# The one place the collection imports packaging: the controller (ansible-core needs it) and the
+# SGLang venvs always have it; a bare host interpreter running a module falls back to Ansible's copy.
+try:
+    from packaging.version import InvalidVersion, Version
 except ImportError:  # pragma: no cover - a bare target interpreter
     from ansible.module_utils.compat.version import LooseVersion as Version  # type: ignore
 
+    InvalidVersion = ValueError  # type: ignore
+
 ARCH_RE = re.compile(r"^(?P<major>[0-9]{1,2})\.(?P<minor>[0-9])(?P<suffix>[af]?)$")
 TOOLKIT_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+# `nvcc --version`: "Cuda compilation tools, release 13.0, V13.0.88".
+NVCC_RELEASE_RE = re.compile(r"release ([0-9]+\.[0-9]+),")
 
 # compute capability -> (first CUDA toolkit that can build it, first toolkit that no longer can)
 # Sources: the CUDA toolkit release notes and `nvcc --list-gpu-arch` of each release.
@@ -45,6 +51,26 @@ class ArchError(ValueError):
     """A target arch is malformed, unknown, or cannot be built by the given toolkit."""
 
 
+def arch_key(base):
+    """Sort key of a compute capability 'M.m' (no suffix): '12.0' -> (12, 0), so 9.0 < 10.3 < 12.0."""
+    major, minor = base.split(".")
+    return int(major), int(minor)
+
+
+def target_key(target):
+    """Sort key of a target 'M.m[a|f]' (known to the table or not): '12.0f' -> ((12, 0), 'f')."""
+    match = ARCH_RE.match(str(target).strip())
+    if not match:
+        raise ArchError("target %r is not of the form M.m[a|f]" % (target,))
+    return (int(match.group("major")), int(match.group("minor"))), match.group("suffix")
+
+
+def nvcc_release(text):
+    """The release (M.m) in `nvcc --version` output, e.g. '13.0'; None when there is none."""
+    match = NVCC_RELEASE_RE.search(text or "")
+    return match.group(1) if match else None
+
+
 def parse_arch(arch):
     """Split '12.0f' into ('12.0', 'f'). Raise ArchError for anything not M.m[a|f]."""
     match = ARCH_RE.match(str(arch).strip())
@@ -55,7 +81,7 @@ def parse_arch(arch):
     base = "%s.%s" % (int(match.group("major")), match.group("minor"))
     if base not in ARCH_TOOLKIT:
         raise ArchError(
-            "unknown compute capability %r; known: %s" % (base, ", ".join(sorted(ARCH_TOOLKIT, key=Version)))
+            "unknown compute capability %r; known: %s" % (base, ", ".join(sorted(ARCH_TOOLKIT, key=arch_key)))
         )
     return base, match.group("suffix")
 
@@ -76,6 +102,32 @@ def min_toolkit(arch):
     return need
 
 
+def parse_version(value, what):
+    """A version (PEP 440 with packaging) of `what` ('CUDA', 'FlashInfer'); ArchError when empty or not one."""
+    text = str(value).strip() if value is not None else ""
+    if not text:
+        raise ArchError("%s version is empty" % what)
+    try:
+        return Version(text)
+    except (InvalidVersion, TypeError, ValueError) as exc:
+        raise ArchError("%s version %r is not a version number" % (what, value)) from exc
+
+
+def toolkit_gap(arch, toolkit):
+    """Why CUDA `toolkit` (a version: '12.8', '13.0.2') cannot build `arch` (suffix included).
+
+    Returns (need, gone): `need` is the first toolkit that builds it when `toolkit` is older, `gone`
+    the first that no longer does when `toolkit` is that or newer; each None when it does not apply,
+    so (None, None) means buildable. Raises ArchError for a malformed or unknown arch. The one home
+    of this check: the toolkit preflight, FlashInfer's target rendering and the JIT pre-warm use it.
+    """
+    base, _suffix = parse_arch(arch)
+    have = Version(str(toolkit).strip())
+    need = min_toolkit(arch)
+    gone = ARCH_TOOLKIT[base][1]
+    return (need if have < Version(need) else None), (gone if gone and have >= Version(gone) else None)
+
+
 def toolkit_problems(archs, toolkit_version):
     """Return one human-readable message per target that `toolkit_version` cannot build.
 
@@ -88,20 +140,17 @@ def toolkit_problems(archs, toolkit_version):
         return ["CUDA toolkit version %r is not a full X.Y.Z version (e.g. 13.0.2)" % (toolkit_version,)]
     if not isinstance(archs, (list, tuple)):
         return ["target archs must be a list such as ['12.0'], got %r" % (archs,)]
-    have = Version(version)
     for arch in archs:
         try:
-            base, suffix = parse_arch(arch)
+            need, gone = toolkit_gap(arch, version)
         except ArchError as exc:
             problems.append(str(exc))
             continue
-        need = min_toolkit(arch)
-        if have < Version(need):
+        if need:
             problems.append(
                 "target %s needs CUDA toolkit >= %s, but %s was requested" % (arch, need, version)
             )
-        gone = ARCH_TOOLKIT[base][1]
-        if gone and have >= Version(gone):
+        if gone:
             problems.append(
                 "target %s is not built by CUDA toolkit >= %s (requested %s)" % (arch, gone, version)
             )

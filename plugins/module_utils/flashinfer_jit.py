@@ -6,12 +6,13 @@ is broken, and building it compile-only (no GPU needed).
 
 Runs inside the SGLang venv's interpreter. Every path and spec comes from the installed
 FlashInfer (``flashinfer.jit.env.FLASHINFER_JIT_DIR``, ``flashinfer.jit.<name>.gen_<name>_module``),
-never from a guess. Stdlib only besides FlashInfer.
+never from a guess. Stdlib only besides FlashInfer and this collection's ``cuda_arch`` (which needs
+``packaging``, as FlashInfer does).
 
 ``ensure()`` is the whole check/build/repair run. Two callers share it: the
-``flashinfer_jit_cache`` module, and the pre-warm command (``command()``): the ``sglang_services``
-role copies this file to the host beside ``roles/sglang_services/files/flashinfer_prewarm.py``,
-which every unit runs as ``ExecStartPre=`` with the environment systemd already loaded::
+``flashinfer_jit_cache`` module, and the pre-warm command (``command()``): the
+``flashinfer_prewarm_command`` module installs its own copy of this file and of ``cuda_arch`` with a
+launcher, which every unit runs as ``ExecStartPre=`` with the environment systemd already loaded::
 
     /opt/sglang/current/bin/python /usr/local/lib/blackwell-sglang/flashinfer_prewarm.py --modules sampling
 
@@ -30,6 +31,8 @@ import shutil
 import struct
 import subprocess
 import time
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError, nvcc_release, target_key, toolkit_gap
 
 ELF_MAGIC = b"\x7fELF"
 # Debug builds (-G -O0) are many times slower and not what the services load: never pre-warm them.
@@ -154,8 +157,7 @@ class FlashInferCache:
             archs = getattr(self.core, "TARGET_CUDA_ARCHS", None) or getattr(self.jit_env, "TARGET_CUDA_ARCHS", None)
         if archs is None:
             archs = self._torch_archs()
-        return sorted((_arch_string(major, minor) for major, minor in archs),
-                      key=lambda a: (int(a.split(".")[0]), a.split(".")[1]))
+        return sorted((_arch_string(major, minor) for major, minor in archs), key=target_key)
 
     @staticmethod
     def _torch_archs():
@@ -197,10 +199,10 @@ class FlashInferCache:
         if not os.access(nvcc, os.X_OK):
             raise JitCacheError("nvcc not found at %s (CUDA_HOME=%s)" % (nvcc, cuda_home))
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
-        match = re.search(r"release (\d+\.\d+),", out)
-        if not match:
+        release = nvcc_release(out)
+        if not release:
             raise JitCacheError("cannot read the version of %s: %r" % (nvcc, out[-200:]))
-        return nvcc, match.group(1)
+        return nvcc, release
 
     # ---- modules -----------------------------------------------------------------------------
     def spec(self, name):
@@ -272,11 +274,6 @@ def timed(func, *args):
     return round(time.monotonic() - start, 1)
 
 
-def version_tuple(text):
-    """'12.9' -> (12, 9); enough for nvcc releases and CUDA minimums."""
-    return tuple(int(part) for part in re.findall(r"\d+", str(text)))
-
-
 def prepare_environment(env_file=None, workspace_base=None, jobs=None):
     """Apply the units' environment file, overrides and MAX_JOBS before FlashInfer is imported."""
     if env_file:
@@ -292,16 +289,17 @@ def prepare_environment(env_file=None, workspace_base=None, jobs=None):
         os.environ.pop(name, None)
 
 
-def check_toolkit(cache, archs, min_toolkit=None):
-    """nvcc under CUDA_HOME, and (with `min_toolkit`, arch -> 'X.Y' or ValueError) new enough."""
+def check_toolkit(cache, archs, check_targets=False):
+    """nvcc under CUDA_HOME, and (with `check_targets`) new enough for each target the CUDA table
+    knows (cuda_arch.toolkit_gap; a target it does not know is FlashInfer's to judge)."""
     nvcc, release = cache.nvcc()
     too_old = []
-    for arch in archs if min_toolkit else ():
+    for arch in archs if check_targets else ():
         try:
-            need = min_toolkit(arch)
-        except ValueError:
+            need, _gone = toolkit_gap(arch, release)
+        except ArchError:
             continue
-        if version_tuple(release) < version_tuple(need):
+        if need:
             too_old.append("%s needs CUDA >= %s" % (arch, need))
     if too_old:
         raise JitCacheError("nvcc %s at %s is too old: %s" % (release, nvcc, "; ".join(too_old)))
@@ -309,7 +307,7 @@ def check_toolkit(cache, archs, min_toolkit=None):
 
 
 def ensure(state="present", modules=None, expected_archs=None, scope="version", check_mode=False,
-           min_toolkit=None):
+           check_targets=False):
     """Check FlashInfer's targets, then remove and/or build the JIT modules, repairing what a
     killed build left. Import FlashInfer only after prepare_environment().
 
@@ -346,7 +344,7 @@ def ensure(state="present", modules=None, expected_archs=None, scope="version", 
                 raise JitCacheError("FlashInfer %s has no JIT module %r" % (cache.version, name))
             specs[name] = spec
         if specs:
-            result["nvcc"] = check_toolkit(cache, result["archs"], min_toolkit)
+            result["nvcc"] = check_toolkit(cache, result["archs"], check_targets)
         removing = bool(result["removed"])
         unheld = stale_locks(cache.lock_dir())
         for name, spec in specs.items():
@@ -416,7 +414,7 @@ def parse_args(argv):
 
 
 def command(argv):
-    """The pre-warm check as a command (the units' ExecStartPre=, roles/sglang_services/files/flashinfer_prewarm.py).
+    """The pre-warm check as a command (the units' ExecStartPre=, the launcher flashinfer_prewarm_command installs).
 
     Returns (exit status, one line): 0 and the summary when every module is built, 1 and
     "flashinfer_jit: error: <reason>" otherwise. The caller prints the line (stdout for 0, stderr for 1).

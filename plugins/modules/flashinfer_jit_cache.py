@@ -180,7 +180,6 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
-from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import min_toolkit  # noqa: E402
 
 
 def run(module):
@@ -189,7 +188,7 @@ def run(module):
     fj.prepare_environment(params["env_file"], params["workspace_base"], params["jobs"])
     result = fj.ensure(
         state=params["state"], modules=params["modules"], expected_archs=params["expected_archs"],
-        scope=params["scope"], check_mode=module.check_mode, min_toolkit=min_toolkit,
+        scope=params["scope"], check_mode=module.check_mode, check_targets=True,
     )
     before, after = result.pop("before"), result.pop("after")
     if module._diff:

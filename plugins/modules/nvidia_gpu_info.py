@@ -187,6 +187,7 @@ error:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import arch_key
 from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import (
     INTERCONNECT_NONE,
     QUERY_GPU_ARGS,
@@ -201,11 +202,6 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import
 INTERCONNECT_UNKNOWN = "unknown"
 # nvidia-smi output is not localised, but keep number formats predictable all the same.
 COMMAND_ENV = {"LC_ALL": "C", "LANG": "C"}
-
-
-def _cc_key(cc):
-    major, minor = cc.split(".")
-    return int(major), int(minor)
 
 
 def _absent(error):
@@ -280,7 +276,7 @@ def gather(module):
         gpus=gpus,
         count=len(gpus),
         compute_capabilities=sorted(
-            set(gpu["compute_capability"] for gpu in gpus if gpu["compute_capability"]), key=_cc_key
+            set(gpu["compute_capability"] for gpu in gpus if gpu["compute_capability"]), key=arch_key
         ),
         driver_version=gpus[0]["driver_version"],
         interconnect=_read_interconnect(module, nvidia_smi) if len(gpus) > 1 else INTERCONNECT_NONE,

@@ -140,6 +140,19 @@ def test_prewarm_check_as_the_service_user_compiles_nothing_when_warm(host):
     assert host.check_output("stat -c %%Y.%%s %s" % SO) == before
 
 
+def test_prewarm_command_is_the_collections_own_code_root_owned(host):
+    # The sglang_services role installs it with the flashinfer_prewarm_command module, from the module's
+    # own copy of module_utils: the same text as this checkout's, root-owned, not writable by sglang.
+    lib = "/usr/local/lib/blackwell-sglang/ansible_collections/blackwell/sglang/plugins/module_utils/"
+    for name in ("flashinfer_jit.py", "cuda_arch.py"):
+        with open(os.path.join(ROOT, "plugins", "module_utils", name)) as handle:
+            ours = handle.read()
+        installed = host.file(lib + name)
+        assert (installed.user, installed.group, installed.mode) == ("root", "root", 0o644)
+        assert installed.content_string == ours
+    assert host.file("/usr/local/lib/blackwell-sglang/flashinfer_prewarm.py").user == "root"
+
+
 def test_validate_args_reports_sglangs_own_words_for_an_unknown_algorithm(host):
     # The role's argument check (files/validate_args.py, which the role runs with the venv's python)
     # against the installed SGLang 0.5.23: what follows the script's prefix is SGLang's own

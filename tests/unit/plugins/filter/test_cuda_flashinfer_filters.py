@@ -17,6 +17,11 @@ def test_cuda_filters():
         "target 10.3 needs CUDA toolkit >= 12.9, but 12.8.1 was requested"]
 
 
+def test_cuda_nvcc_release_filter():
+    assert cuda.cuda_nvcc_release("Cuda compilation tools, release 12.8, V12.8.93\n") == "12.8"
+    assert cuda.cuda_nvcc_release("") == ""
+
+
 @pytest.mark.parametrize("call,arch", [(cuda.cuda_compute_name, "sm120"), (cuda.cuda_min_toolkit, "12")])
 def test_cuda_filters_raise_ansibles_filter_error(call, arch):
     with pytest.raises(AnsibleFilterError) as info:
@@ -44,5 +49,5 @@ def test_flashinfer_targets_returns_the_error_instead_of_raising():
 def test_filter_names():
     assert cuda.FilterModule().filters() == {
         "cuda_toolkit_problems": cuda.cuda_toolkit_problems, "cuda_compute_name": cuda.cuda_compute_name,
-        "cuda_min_toolkit": cuda.cuda_min_toolkit}
+        "cuda_min_toolkit": cuda.cuda_min_toolkit, "cuda_nvcc_release": cuda.cuda_nvcc_release}
     assert flashinfer.FilterModule().filters() == {"flashinfer_targets": flashinfer.flashinfer_targets}

@@ -192,9 +192,11 @@ def test_select_then_render_end_to_end():
 
 
 def test_fallback_version_class_gives_the_same_answers(monkeypatch):
-    # A target interpreter without `packaging` uses ansible's LooseVersion.
+    # A target interpreter without `packaging` uses ansible's LooseVersion (imported once, in cuda_arch).
     from ansible.module_utils.compat.version import LooseVersion
+    from ansible_collections.blackwell.sglang.plugins.module_utils import cuda_arch
 
+    monkeypatch.setattr(cuda_arch, "Version", LooseVersion)
     monkeypatch.setattr(arch_select, "Version", LooseVersion)
     assert arch_select.render_archs(["12.0"], "12.8", "0.6.8") == ["12.0a"]
     assert arch_select.render_archs(["12.0"], "13.0", "0.7.2") == ["12.0f"]

@@ -96,3 +96,58 @@ def test_unknown_arch_lists_the_known_ones_in_numeric_order():
 ])
 def test_toolkit_problems_at_the_boundaries(version, archs, problems):
     assert cuda_arch.toolkit_problems(archs, version) == problems
+
+
+@pytest.mark.parametrize(
+    "arch,toolkit,gap",
+    [
+        ("12.0", "12.8", (None, None)),
+        ("12.0f", "12.8", ("12.9", None)),     # family targets need 12.9
+        ("12.0f", "12.9.1", (None, None)),
+        ("10.3a", "12.8.1", ("12.9", None)),   # B300
+        ("10.3a", "13.0", (None, None)),
+        ("10.1", "12.9", (None, None)),
+        ("10.1", "13.0", (None, "13.0")),      # renamed 11.0 in CUDA 13.0
+        ("10.1", "13.0.2", (None, "13.0")),
+        ("9.0a", "11.8", ("12.0", None)),
+    ],
+)
+def test_toolkit_gap(arch, toolkit, gap):
+    assert cuda_arch.toolkit_gap(arch, toolkit) == gap
+
+
+def test_toolkit_gap_rejects_what_is_not_an_arch():
+    with pytest.raises(cuda_arch.ArchError, match="not of the form M.m"):
+        cuda_arch.toolkit_gap("sm120", "13.0")
+
+
+@pytest.mark.parametrize(
+    "text,release",
+    [
+        ("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n", "13.0"),
+        ("Cuda compilation tools, release 12.8, V12.8.93", "12.8"),
+        ("release 12.10, V12.10.1", "12.10"),
+        ("release 13.0 V13.0.88", None),  # not nvcc's format: no comma after the release
+        ("", None),
+        (None, None),
+    ],
+)
+def test_nvcc_release(text, release):
+    assert cuda_arch.nvcc_release(text) == release
+
+
+@pytest.mark.parametrize("ccs,ordered", [
+    (["12.0", "9.0", "10.3", "8.9", "12.1"], ["8.9", "9.0", "10.3", "12.0", "12.1"]),
+    (["10.0", "9.0"], ["9.0", "10.0"]),  # numeric, not text order
+])
+def test_arch_key_orders_as_numbers(ccs, ordered):
+    assert sorted(ccs, key=cuda_arch.arch_key) == ordered
+    assert cuda_arch.arch_key("12.0") == (12, 0)
+
+
+def test_target_key_orders_targets_known_or_not():
+    targets = ["12.0f", "9.0a", "10.3a", "8.0", "12.0a", "7.0"]
+    assert sorted(targets, key=cuda_arch.target_key) == ["7.0", "8.0", "9.0a", "10.3a", "12.0a", "12.0f"]
+    assert cuda_arch.target_key("12.0f") == ((12, 0), "f")
+    with pytest.raises(cuda_arch.ArchError, match="is not of the form M.m"):
+        cuda_arch.target_key("sm120")

@@ -15,9 +15,7 @@ import stat
 import struct
 import sys
 
-import pytest
-
-from ansible.module_utils.testing import patch_module_args
+from module_runner import run_module
 from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_jit_cache
 
 VERSION = "0.7.2"
@@ -280,15 +278,8 @@ class FakeFlashInfer:
     def run(self, capsys, check_mode=False, diff=False, **args):
         """One module run, like Ansible's: a fresh interpreter state, so FlashInfer is imported anew."""
         args.setdefault("workspace_base", str(self.base))
-        if check_mode:
-            args["_ansible_check_mode"] = True
-        if diff:
-            args["_ansible_diff"] = True
         drop_flashinfer_modules()
-        with patch_module_args(args):
-            with pytest.raises(SystemExit) as exit_info:
-                flashinfer_jit_cache.main()
-        drop_flashinfer_modules()
-        result = json.loads(capsys.readouterr().out)
-        result["_rc"] = exit_info.value.code
-        return result
+        try:
+            return run_module(flashinfer_jit_cache.main, capsys, args, check_mode, diff)
+        finally:
+            drop_flashinfer_modules()

@@ -1,6 +1,6 @@
-"""The units' ExecStartPre= pre-warm command: roles/sglang_services/files/flashinfer_prewarm.py, which
-runs plugins/module_utils/flashinfer_jit.py's command(). One test runs it as the units do: installed
-beside flashinfer_jit.py (as the role lays them out in /usr/local/lib/blackwell-sglang), a fresh
+"""The units' ExecStartPre= pre-warm command: the launcher the flashinfer_prewarm_command module
+installs, which runs plugins/module_utils/flashinfer_jit.py's command(). One test runs it as the units
+do: installed with the files the module writes (as in /usr/local/lib/blackwell-sglang), a fresh
 interpreter, the environment systemd loaded, no Ansible. The others call command() in this process
 with the same arguments and environment (so a mutation tool sees what they cover). Same fake
 FlashInfer as the module's tests (test_flashinfer_jit_cache.py), so both callers of ensure() are held
@@ -8,26 +8,24 @@ to one behaviour.
 """
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_prewarm_command
 from fake_flashinfer import VERSION, drop_flashinfer_modules
-
-PREWARM = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang_services", "files",
-                       "flashinfer_prewarm.py")
 
 
 def prewarm(fake, *args, **env):
-    """Run flashinfer_prewarm.py in a fresh interpreter, installed as the role does; return (rc, stdout, stderr)."""
+    """Run flashinfer_prewarm.py in a fresh interpreter, installed as the module does; return (rc, stdout, stderr)."""
     lib = fake.tmp_path / "lib"
     if not lib.exists():
-        lib.mkdir()
-        shutil.copy(fj.__file__, str(lib / "flashinfer_jit.py"))
-        shutil.copy(PREWARM, str(lib / "flashinfer_prewarm.py"))
+        for path, text in flashinfer_prewarm_command.wanted_files(str(lib)):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as handle:
+                handle.write(text)
     environ = dict(os.environ)
     environ["PYTHONPATH"] = str(fake.site)
     environ.setdefault("FLASHINFER_WORKSPACE_BASE", str(fake.base))

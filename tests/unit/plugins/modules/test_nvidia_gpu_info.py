@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+import module_runner
 from ansible_collections.blackwell.sglang.plugins.modules import nvidia_gpu_info
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "nvidia_smi")
@@ -47,14 +47,7 @@ class FakeNvidiaSmi:
 
 
 def run_module(capsys, args, check_mode=False):
-    if check_mode:
-        args = dict(args, _ansible_check_mode=True)
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exit_info:
-            nvidia_gpu_info.main()
-    result = json.loads(capsys.readouterr().out)
-    result["_rc"] = exit_info.value.code
-    return result
+    return module_runner.run_module(nvidia_gpu_info.main, capsys, args, check_mode)
 
 
 def test_rtx_pro_6000_host(tmp_path, capsys):

@@ -1,0 +1,22 @@
+"""Run a module's main() as Ansible would call it, in this process: the one helper the module tests share."""
+
+import json
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+
+def run_module(main, capsys, args, check_mode=False, diff=False):
+    """main() with `args` (plus check/diff mode); the module's JSON result with its exit code as `_rc`."""
+    args = dict(args)
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    result = json.loads(capsys.readouterr().out)
+    result["_rc"] = exit_info.value.code
+    return result
