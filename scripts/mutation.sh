@@ -32,6 +32,7 @@ pytest_add_cli_args=
     no:cacheprovider
 also_copy=
     $collection/plugins/modules/
+    $collection/plugins/lookup/
     $collection/roles/
     $collection/scripts/
     $collection/meta/

@@ -157,7 +157,10 @@ class FlashInferCache:
             archs = getattr(self.core, "TARGET_CUDA_ARCHS", None) or getattr(self.jit_env, "TARGET_CUDA_ARCHS", None)
         if archs is None:
             archs = self._torch_archs()
-        return sorted((_arch_string(major, minor) for major, minor in archs), key=target_key)
+        try:
+            return sorted((_arch_string(major, minor) for major, minor in archs), key=target_key)
+        except ArchError as exc:
+            raise JitCacheError("FlashInfer %s has a target this collection cannot read: %s" % (self.version, exc)) from exc
 
     @staticmethod
     def _torch_archs():

@@ -24,8 +24,9 @@ description:
     C(<venv>/bin/python <path>/flashinfer_prewarm.py --modules sampling) exits 0 when every module
     is built (seconds when warm), compiles what is missing, and exits 1 with one line naming the
     reason otherwise. C(--help) lists its options.
-  - Only files whose content differs are written (atomically); files are root-owned C(0644),
-    directories C(0755).
+  - Only files whose content or mode differs are written (atomically); files are C(0644) and the
+    directories it creates C(0755) whatever the umask (the units' service user must read them),
+    owned by the user the module runs as (root with C(become)).
 author:
   - blackwell.sglang developers (!UNKNOWN)
 options:
@@ -87,6 +88,7 @@ written:
 """
 
 import os
+import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -120,6 +122,9 @@ if __name__ == "__main__":
 PACKAGE = ("ansible_collections", "blackwell", "sglang", "plugins", "module_utils")
 # The command's code: flashinfer_jit and what it imports from this collection.
 LIBRARIES = (flashinfer_jit, cuda_arch)
+# The units run it as the service user: readable by all, whatever the umask.
+FILE_MODE = 0o644
+DIR_MODE = 0o755
 
 
 def own_source(module):
@@ -151,15 +156,29 @@ def read_text(path):
         return handle.read()
 
 
+def mode_of(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def make_dirs(directory):
+    """Create the missing directories down to `directory`, each DIR_MODE whatever the umask."""
+    missing = []
+    while not os.path.isdir(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    for created in reversed(missing):
+        os.mkdir(created)
+        os.chmod(created, DIR_MODE)
+
+
 def write_text(module, path, text):
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".flashinfer_prewarm.")
+    make_dirs(os.path.dirname(path))
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".flashinfer_prewarm.")
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
-    os.chmod(tmp, 0o644)
     module.atomic_move(tmp, path)
+    # atomic_move gives a new file the umask's mode: the service user must read it (ExecStartPre=).
+    os.chmod(path, FILE_MODE)
 
 
 def install(module, path):
@@ -170,10 +189,13 @@ def install(module, path):
             current = read_text(file_path)
         except (OSError, ValueError) as exc:
             module.fail_json(msg="flashinfer_prewarm_command: %s" % exc)
-        if current == text:
+        if current == text and mode_of(file_path) == FILE_MODE:
             continue
         written.append(file_path)
-        diffs.append({"before_header": file_path, "after_header": file_path,
+        header = file_path
+        if current == text:
+            header = "%s (mode %04o -> %04o)" % (file_path, mode_of(file_path), FILE_MODE)
+        diffs.append({"before_header": header, "after_header": header,
                       "before": current or "", "after": text})
         if not module.check_mode:
             try:

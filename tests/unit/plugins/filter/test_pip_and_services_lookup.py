@@ -22,8 +22,10 @@ def test_pip_index_args(index_url, extra, args):
 
 @pytest.mark.parametrize("index_url,extra", [(None, []), ("https://m", "https://a")])
 def test_pip_index_args_rejects_other_types(index_url, extra):
-    with pytest.raises(AnsibleFilterError, match="pip_index_args wants an index URL string"):
+    with pytest.raises(AnsibleFilterError) as info:
         pip.pip_index_args(index_url, extra)
+    assert str(info.value) == ("pip_index_args wants an index URL string and a list of extra URLs, got %r and %r"
+                               % (index_url, extra))
 
 
 def test_pip_filter_name():

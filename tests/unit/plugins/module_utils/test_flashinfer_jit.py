@@ -277,7 +277,7 @@ def test_check_toolkit_reports_every_target_it_is_too_old_for():
     archs = ["7.0", "9.0a", "10.3a", "12.0f"]
     assert fj.check_toolkit(FakeCache("13.0"), archs, True) == {"path": "/cuda/bin/nvcc", "version": "13.0"}
     with pytest.raises(fj.JitCacheError) as info:
-        fj.check_toolkit(FakeCache("12.8"), ["9.0a", "10.3a", "8.0", "12.0f"], True)
+        fj.check_toolkit(FakeCache("12.8"), ["7.0", "9.0a", "10.3a", "8.0", "12.0f"], True)
     assert str(info.value) == "nvcc 12.8 at /cuda/bin/nvcc is too old: 10.3a needs CUDA >= 12.9; 12.0f needs CUDA >= 12.9"
     # Without the check only nvcc itself is read.
     assert fj.check_toolkit(FakeCache("11.0"), ["12.0f"], False) == {"path": "/cuda/bin/nvcc", "version": "11.0"}
@@ -323,3 +323,21 @@ def test_help_is_what_an_operator_reads_of_the_units_pre_warm(capsys, monkeypatc
         "--check report what would be built or repaired; change nothing",
     ]:
         assert text in out
+
+
+def test_a_target_the_collection_cannot_read_is_a_clear_error():
+    # FlashInfer's own set normally holds (12, '0f'); anything else is reported, not a traceback.
+    class Context:
+        TARGET_CUDA_ARCHS = {(12, "0f"), (12, "0+PTX")}
+
+    class Core:
+        current_compilation_context = Context()
+
+    cache = object.__new__(fj.FlashInferCache)
+    cache.core, cache.version = Core(), "0.7.2"
+    with pytest.raises(fj.JitCacheError) as info:
+        cache.target_archs()
+    assert str(info.value) == ("FlashInfer 0.7.2 has a target this collection cannot read: "
+                               "target '12.0+PTX' is not of the form M.m[a|f]")
+    Context.TARGET_CUDA_ARCHS = {(12, "0f"), (10, "3a"), (9, "0a")}
+    assert cache.target_archs() == ["9.0a", "10.3a", "12.0f"]

@@ -95,3 +95,24 @@ def test_the_installed_command_imports_its_own_copy(tmp_path, capsys):
                           check=False, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "--modules" in proc.stdout
+
+
+def test_modes_do_not_depend_on_the_umask_and_a_wrong_mode_is_put_back(tmp_path, capsys):
+    lib = tmp_path / "lib"
+    saved = os.umask(0o077)
+    try:
+        result = run_module(capsys, {"path": str(lib)})
+    finally:
+        os.umask(saved)
+    assert result["changed"] is True
+    for path in result["files"]:
+        assert oct(os.stat(path).st_mode & 0o777) == "0o644", path
+    for directory in [lib, lib / PACKAGE]:
+        assert oct(os.stat(str(directory)).st_mode & 0o777) == "0o755", directory
+    launcher = lib / "flashinfer_prewarm.py"
+    os.chmod(str(launcher), 0o600)
+    result = run_module(capsys, {"path": str(lib)}, diff=True)
+    assert result["written"] == [str(launcher)]
+    assert result["diff"][0]["before_header"] == "%s (mode 0600 -> 0644)" % launcher
+    assert oct(os.stat(str(launcher)).st_mode & 0o777) == "0o644"
+    assert run_module(capsys, {"path": str(lib)})["changed"] is False
