@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import (
     ArchError,
     compute_name,
+    gpu_coverage_problems,
     min_toolkit,
     nvcc_release,
     toolkit_problems,
@@ -38,6 +39,11 @@ def cuda_nvcc_release(text):
     return nvcc_release(text) or ""
 
 
+def cuda_gpu_problems(gpu_ccs, archs, name):
+    """GPUs found on the host that the target list `name` does not cover (one sentence, or [])."""
+    return gpu_coverage_problems(gpu_ccs, archs, name)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -45,4 +51,5 @@ class FilterModule:
             "cuda_compute_name": cuda_compute_name,
             "cuda_min_toolkit": cuda_min_toolkit,
             "cuda_nvcc_release": cuda_nvcc_release,
+            "cuda_gpu_problems": cuda_gpu_problems,
         }

@@ -32,6 +32,17 @@ def flashinfer_targets(gpu_ccs, inventory_archs, cuda_version, flashinfer_versio
         return {"archs": [], "cache_arch": None, "source": None, "error": str(exc)}
 
 
+def flashinfer_select_problems(gpu_ccs, inventory_archs):
+    """The targets check that needs nothing installed (no nvcc, no FlashInfer): the GPUs found and
+    flashinfer_cuda_archs name the same compute capabilities, and there is something to target.
+    [] when good, else [the sentence] (module_utils/arch_select.select_archs)."""
+    try:
+        select_archs(gpu_ccs, inventory_archs)
+    except ArchError as exc:
+        return [str(exc)]
+    return []
+
+
 class FilterModule:
     def filters(self):
-        return {"flashinfer_targets": flashinfer_targets}
+        return {"flashinfer_targets": flashinfer_targets, "flashinfer_select_problems": flashinfer_select_problems}

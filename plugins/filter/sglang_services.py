@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import as_bool, bool_problem, managed_env_problem
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import SERVICES, unit_name
 
 EAGLE3_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
@@ -34,6 +35,14 @@ def _set(value):
     return value not in (None, "", [], {})
 
 
+def _on(value):
+    """A boolean setting as operators write it ("true", "no", ...); problems report a non-boolean."""
+    try:
+        return as_bool(value)
+    except ValueError:
+        return False
+
+
 def _scalar(value):
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -53,7 +62,7 @@ def sglang_service_argv(settings, name):
         argv += ["--mem-fraction-static", str(settings["mem_fraction_static"])]
     if _set(settings.get("attention_backend")):
         argv += ["--attention-backend", str(settings["attention_backend"])]
-    if settings.get("enable_dp_attention"):
+    if _on(settings.get("enable_dp_attention", False)):
         argv += ["--enable-dp-attention"]
     if name == "eagle3":
         argv += ["--speculative-algorithm", "EAGLE3",
@@ -181,8 +190,13 @@ def sglang_services_problems(settings_by_name, active):
             if managed:
                 problems.append("%s: extra_args %s is managed by the role; set %s instead" % (where, key, managed))
         env = settings.get("env") or {}
-        if not isinstance(env, dict) or any(not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(k)) for k in env):
+        if not isinstance(env, dict) or any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k)) for k in env):
             problems.append("%s: env must be a dict of VARIABLE: value" % where)
+        else:
+            problems += [problem for problem in (managed_env_problem(where, str(key)) for key in sorted(env)) if problem]
+        flag = bool_problem("%s: enable_dp_attention" % where, settings.get("enable_dp_attention", False))
+        if flag:
+            problems.append(flag)
         if name in ("eagle3", "dflash") and not _set(settings.get("draft_model_path")):
             label = "EAGLE-3" if name == "eagle3" else "DFlash"
             problems.append("%s: %s needs draft_model_path (the draft model)" % (where, label))
@@ -196,7 +210,7 @@ def sglang_services_problems(settings_by_name, active):
                 if not _int_in(settings[key], 1):
                     problems.append("%s: %s must be an integer >= 1, got %r" % (where, key, settings[key]))
         if name == "dflash":
-            if settings.get("enable_dp_attention"):
+            if _on(settings.get("enable_dp_attention", False)):
                 problems.append("%s: DFlash does not work with DP attention; set enable_dp_attention: false" % where)
             if _int_in(settings.get("pp_size", 1), 2):
                 problems.append("%s: DFlash does not work with pipeline parallelism; pp_size is %s, must be 1"

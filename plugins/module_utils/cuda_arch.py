@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - a bare target interpreter
     InvalidVersion = ValueError  # type: ignore
 
 ARCH_RE = re.compile(r"^(?P<major>[0-9]{1,2})\.(?P<minor>[0-9])(?P<suffix>[af]?)$")
-TOOLKIT_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
+TOOLKIT_VERSION_RE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 # `nvcc --version`: "Cuda compilation tools, release 13.0, V13.0.88".
 NVCC_RELEASE_RE = re.compile(r"release ([0-9]+\.[0-9]+),")
 
@@ -135,8 +135,8 @@ def toolkit_problems(archs, toolkit_version):
     preflight can show every problem at once.
     """
     problems = []
-    version = str(toolkit_version).strip()
-    if not TOOLKIT_VERSION_RE.match(version):
+    version = str(toolkit_version)
+    if not TOOLKIT_VERSION_RE.fullmatch(version):  # not stripped: the version names a directory
         return ["CUDA toolkit version %r is not a full X.Y.Z version (e.g. 13.0.2)" % (toolkit_version,)]
     if not isinstance(archs, (list, tuple)):
         return ["target archs must be a list such as ['12.0'], got %r" % (archs,)]
@@ -155,3 +155,21 @@ def toolkit_problems(archs, toolkit_version):
                 "target %s is not built by CUDA toolkit >= %s (requested %s)" % (arch, gone, version)
             )
     return problems
+
+
+def gpu_coverage_problems(gpu_ccs, archs, name):
+    """The GPUs found (bare compute capabilities, nvidia_gpu_info's) that no target of `archs`
+    (M.m[a|f], the list variable `name`) is for, as one sentence; [] when every GPU is covered or
+    there are no GPUs. Malformed targets are skipped here (toolkit_problems reports them)."""
+    bases = set()
+    for arch in archs if isinstance(archs, (list, tuple)) else ():
+        try:
+            bases.add(parse_arch(arch)[0])
+        except ArchError:
+            continue
+    missing = sorted({str(cc).strip() for cc in gpu_ccs or ()} - bases, key=lambda cc: target_key(cc)[0])
+    if not missing:
+        return []
+    return ["%s [%s] does not cover the GPUs found on this host (compute capability %s); set sglang_node_gpu_archs "
+            "(or %s) for this host's group to the GPUs' compute capabilities"
+            % (name, ", ".join(str(arch) for arch in archs or ()), ", ".join(missing), name)]

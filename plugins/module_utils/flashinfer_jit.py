@@ -23,6 +23,7 @@ process then never compiles), and exits 1 with a one-line reason on failure.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import importlib
 import os
@@ -30,6 +31,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 import time
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError, nvcc_release, target_key, toolkit_gap
@@ -44,6 +46,59 @@ DEFAULT_MODULES = ("sampling", "topk")
 
 class JitCacheError(Exception):
     """A condition the operator must fix (message says what)."""
+
+
+# ---- OSError -> one line that names the cause and the fix -----------------------------------------
+
+def ninja_problem(exc):
+    """Why FlashInfer could not start ``ninja`` and the fix. FlashInfer runs the bare name from PATH;
+    the ``ninja`` wheel the venv carries puts it in the venv's bin, beside this interpreter."""
+    venv_ninja = os.path.join(os.path.dirname(sys.executable), "ninja")
+    search = os.environ.get("PATH", os.defpath)
+    if isinstance(exc, FileNotFoundError) and not os.access(venv_ninja, os.X_OK):
+        return ("ninja not found (the venv's ninja, %s): reinstall the venv (re-run site.yml) or `pip install ninja` into it"
+                % venv_ninja)
+    if os.path.dirname(venv_ninja) not in search.split(os.pathsep):
+        return ("ninja not found on PATH=%s (the venv's ninja, %s, is not on it): put the venv's bin first on PATH "
+                "(the flashinfer role's environment file does; re-run site.yml)" % (search, venv_ninja))
+    return ("cannot run ninja (%s; the venv's ninja, %s): reinstall the venv (re-run site.yml) or "
+            "`pip install --force-reinstall ninja` into it" % (exc.strerror or exc, venv_ninja))
+
+
+def nvcc_problem(exc):
+    return ("cannot run %s (%s): reinstall the CUDA toolkit (re-run site.yml) or set CUDA_HOME to a toolkit "
+            "whose bin/nvcc runs" % (exc.filename, exc.strerror or exc))
+
+
+def file_problem(exc):
+    """An OSError on a file or directory: what is wrong with which path, and what to do."""
+    path = exc.filename
+    if path is None:  # no path to name (a shared library the loader cannot open, ...)
+        return "%s: %s" % (type(exc).__name__, exc)
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return ("permission denied on %s: run as the service user that owns FlashInfer's cache (the units' User=; "
+                "become_user for the module) or give that user the path" % path)
+    if exc.errno == errno.EISDIR:
+        return "%s is a directory where a file was expected: remove it" % path
+    if exc.errno == errno.ENOTDIR:
+        return "a part of %s is a file where a directory was expected: remove that file" % path
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device of %s: free space there" % path
+    if exc.errno == errno.EROFS:
+        return "%s is on a read-only file system: set FLASHINFER_WORKSPACE_BASE to a writable directory" % path
+    if exc.errno == errno.ENOENT:
+        return "%s does not exist (removed while this ran?): run again" % path
+    return "%s: %s: fix that path and run again" % (path, exc.strerror or exc)
+
+
+def os_error_reason(exc):
+    """One line for an OSError: ninja or nvcc that cannot be started, else the path and its problem."""
+    name = os.path.basename(str(exc.filename)) if exc.filename is not None else ""
+    if name == "ninja":
+        return ninja_problem(exc)
+    if name == "nvcc":
+        return nvcc_problem(exc)
+    return file_problem(exc)
 
 
 def read_env_file(path):
@@ -131,6 +186,15 @@ class FlashInferCache:
             raise JitCacheError(
                 "cannot import flashinfer (%s); run this with the SGLang venv's interpreter" % exc
             ) from exc
+        except OSError as exc:
+            # Importing FlashInfer loads torch's CUDA libraries and may run nvcc (0.7.2 asks it for the
+            # CUDA version while it reads FLASHINFER_CUDA_ARCH_LIST).
+            name = os.path.basename(str(exc.filename)) if exc.filename is not None else ""
+            if name in ("ninja", "nvcc"):
+                raise JitCacheError(os_error_reason(exc)) from exc
+            raise JitCacheError(
+                "cannot import flashinfer (%s): reinstall the venv (re-run site.yml)" % os_error_reason(exc)
+            ) from exc
         except (ValueError, RuntimeError) as exc:
             # FlashInfer reads FLASHINFER_CUDA_ARCH_LIST while flashinfer.jit.env imports: 0.7.2 raises
             # ValueError for an entry that is not M.m (an empty value too) and RuntimeError for a
@@ -167,7 +231,11 @@ class FlashInferCache:
         """FlashInfer < 0.3.1 has no target set of its own: it compiles for (and checks) the
         -gencode flags of torch's _get_cuda_arch_flags(), so read the same flags
         ('compute_120a' -> (12, '0a')). No usable flags is no target."""
-        cpp_ext = importlib.import_module("torch.utils.cpp_extension")
+        try:
+            cpp_ext = importlib.import_module("torch.utils.cpp_extension")
+        except ImportError as exc:
+            raise JitCacheError("this FlashInfer reads its targets from torch, which cannot be imported (%s): "
+                                "reinstall the venv (re-run site.yml)" % exc) from exc
         try:
             flags = cpp_ext._get_cuda_arch_flags()
         except (ValueError, IndexError, RuntimeError):
@@ -201,7 +269,10 @@ class FlashInferCache:
         nvcc = os.path.join(cuda_home, "bin", "nvcc")
         if not os.access(nvcc, os.X_OK):
             raise JitCacheError("nvcc not found at %s (CUDA_HOME=%s)" % (nvcc, cuda_home))
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+        except OSError as exc:
+            raise JitCacheError(nvcc_problem(exc)) from exc
         release = nvcc_release(out)
         if not release:
             raise JitCacheError("cannot read the version of %s: %r" % (nvcc, out[-200:]))
@@ -283,7 +354,12 @@ def prepare_environment(env_file=None, workspace_base=None, jobs=None):
         try:
             os.environ.update(read_env_file(env_file))
         except OSError as exc:
-            raise JitCacheError("cannot read env_file %s: %s" % (env_file, exc)) from exc
+            raise JitCacheError("cannot read env_file %s (%s): point it at the flashinfer role's environment file "
+                                "(re-run site.yml to write it) and run as a user that can read it"
+                                % (env_file, exc.strerror or exc)) from exc
+        except UnicodeDecodeError as exc:
+            raise JitCacheError("cannot read env_file %s (not UTF-8 text: %s): point it at the flashinfer role's "
+                                "environment file (re-run site.yml to write it)" % (env_file, exc.reason)) from exc
     if workspace_base:
         os.environ["FLASHINFER_WORKSPACE_BASE"] = workspace_base
     if jobs:
@@ -316,8 +392,15 @@ def ensure(state="present", modules=None, expected_archs=None, scope="version", 
 
     Returns the module's result (changed, cache_dir, flashinfer_version, archs, nvcc, built,
     skipped_modules, repaired, removed, seconds) plus `before`/`after`: compiled module names.
-    Raises JitCacheError with a message that says what to fix.
+    Raises JitCacheError with a message that says what to fix, an OSError on the cache's files too.
     """
+    try:
+        return _ensure(state, modules, expected_archs, scope, check_mode, check_targets)
+    except OSError as exc:  # a cache file or dir this user cannot read, remove or write
+        raise JitCacheError(os_error_reason(exc)) from exc
+
+
+def _ensure(state, modules, expected_archs, scope, check_mode, check_targets):
     cache = FlashInferCache()
     cache.check_cuda_arch()
     result = dict(cache_dir=cache.jit_dir, flashinfer_version=cache.version, archs=cache.target_archs(),
@@ -372,6 +455,8 @@ def ensure(state="present", modules=None, expected_archs=None, scope="version", 
                 result["seconds"][name] = timed(cache.build, spec)
             except RuntimeError as exc:
                 raise JitCacheError("building FlashInfer module %s failed: %s" % (name, exc)) from exc
+            except OSError as exc:  # ninja or nvcc that cannot be started, a cache dir it cannot write
+                raise JitCacheError("building FlashInfer module %s failed: %s" % (name, os_error_reason(exc))) from exc
             still_broken = so_problem(library)
             if still_broken:
                 raise JitCacheError("%s is %s after building %s" % (library, still_broken, name))
@@ -420,7 +505,9 @@ def command(argv):
     """The pre-warm check as a command (the units' ExecStartPre=, the launcher flashinfer_prewarm_command installs).
 
     Returns (exit status, one line): 0 and the summary when every module is built, 1 and
-    "flashinfer_jit: error: <reason>" otherwise. The caller prints the line (stdout for 0, stderr for 1).
+    "flashinfer_jit: error: <reason>" otherwise ("unexpected <type>: <message>" for an exception it does
+    not know, so the unit's journal never gets a traceback). The caller prints the line (stdout for 0,
+    stderr for 1).
     """
     args = parse_args(argv)
     try:
@@ -431,6 +518,8 @@ def command(argv):
         result = ensure(modules=args.modules, expected_archs=expected or None, check_mode=args.check)
     except JitCacheError as exc:
         return 1, "flashinfer_jit: error: %s" % exc
+    except Exception as exc:  # the unit's journal gets one line, not a traceback
+        return 1, "flashinfer_jit: error: unexpected %s: %s" % (type(exc).__name__, " ".join(str(exc).split()))
     words = "would build" if args.check else "built"
     return 0, "flashinfer_jit: FlashInfer %s targets %s, cache %s; %s: %s; up to date: %s%s%s" % (
         result["flashinfer_version"], " ".join(result["archs"]), result["cache_dir"], words,

@@ -76,7 +76,9 @@ notes:
     O(cc) not found, or failing to read C(cuda.h) or to build the stub (its output is returned);
     fewer than 100 entry points in C(cuda.h) (not CUDA's C(cuda.h));
     a file system error while linking (for example a hard link across file systems when O(venv) is
-    not on the file system of O(home), or a permission error without C(become)).
+    not on the file system of O(home), or a permission error without C(become));
+    a directory of the wheels or of O(home) that cannot be listed or read (C(cannot read the CUDA home
+    or the wheels), with the path; a permission error without C(become)).
     RV(actions) in a failure lists what was done before it."
 seealso:
   - module: blackwell.sglang.flashinfer_jit_cache
@@ -169,6 +171,12 @@ class LayoutError(Exception):
     def __init__(self, msg, **details):
         super().__init__(msg)
         self.details = details
+
+
+def file_system_error(exc):
+    """The one line for an OSError outside a recorded action (reading the wheels or the CUDA home)."""
+    return ("cannot read the CUDA home or the wheels: %s; fix the file system problem (permissions: become) "
+            "and run again" % exc)
 
 
 def describe(path):
@@ -376,7 +384,10 @@ def run(module):
         "site_packages": site,
     }
     try:
-        result["stub"] = lay_out(module, lay, components, cc)
+        try:
+            result["stub"] = lay_out(module, lay, components, cc)
+        except OSError as exc:  # a directory it cannot list, a link it cannot read: keep what was done so far
+            raise LayoutError(file_system_error(exc)) from exc
     except LayoutError as exc:
         exc.details.update(result, changed=bool(lay.actions) and not lay.check, actions=lay.actions)
         raise
@@ -400,8 +411,7 @@ def main():
     except LayoutError as exc:
         module.fail_json(msg=str(exc), **exc.details)
     except OSError as exc:
-        module.fail_json(msg="cannot read the CUDA home or the wheels: %s; fix the file system problem "
-                             "(permissions: become) and run again" % exc)
+        module.fail_json(msg=file_system_error(exc))
     module.exit_json(**result)
 
 

@@ -83,6 +83,13 @@ notes:
     own arch error (for example C(FlashInfer requires GPUs with sm75 or higher)) when its target
     set is empty; targets that differ from O(expected_archs); an unknown module name; a failed
     ninja build (FlashInfer's ninja output is returned).
+  - Failure modes of the host, one line each naming the cause and the fix, never a traceback -
+    C(ninja) missing from the venv (the message names C(<venv>/bin/ninja) and says to re-run
+    C(site.yml) or C(pip install ninja) into the venv), or the venv's C(bin) not on C(PATH);
+    an C(nvcc) that cannot be started; an O(env_file) that is missing, unreadable, a directory or not
+    text; a cache file or directory the user cannot read, write or remove (run as the service user),
+    a directory where a file was expected, a full or read-only file system; a library torch or
+    FlashInfer cannot load while being imported.
   - Compile time on 2 CPU cores without a GPU - C(sampling) for C(12.0f) about 110 s; C(topk) takes
     over 7 minutes even on 16 cores.
 seealso:
@@ -218,6 +225,8 @@ def main():
         result = run(module)
     except fj.JitCacheError as exc:
         module.fail_json(msg=str(exc))
+    except OSError as exc:  # fj turns those it expects into JitCacheError; never a traceback all the same
+        module.fail_json(msg=fj.os_error_reason(exc))
     module.exit_json(**result)
 
 

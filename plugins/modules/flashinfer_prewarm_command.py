@@ -46,8 +46,12 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Failure modes - O(path) (or a directory below it) cannot be created or written (not run as
-    root?); a path in the layout exists but is not a directory or regular file.
+  - Failure modes, one line each naming the path, the cause and the fix - O(path) (or a directory
+    below it) cannot be created or written (permission denied - run it as root with C(become); no
+    space left; a read-only file system); a file of the command cannot be read or is not UTF-8 text; a path
+    in the layout exists but is not a directory or regular file.
+  - "The installed launcher fails in one line too - C(flashinfer_jit: error: cannot load the pre-warm code
+    beside <launcher> ...) when run with an interpreter that lacks C(packaging) or without its package copy."
 seealso:
   - module: blackwell.sglang.flashinfer_jit_cache
 """
@@ -87,6 +91,7 @@ written:
   elements: str
 """
 
+import errno
 import os
 import stat
 import tempfile
@@ -110,8 +115,13 @@ flashinfer_jit_cache module's own code). Exits 0 with one summary line when ever
 
 import sys
 
-# Run as a file, Python puts this file's directory first on sys.path: the package copy beside it.
-from ansible_collections.blackwell.sglang.plugins.module_utils.flashinfer_jit import command
+try:
+    # Run as a file, Python puts this file's directory first on sys.path: the package copy beside it.
+    from ansible_collections.blackwell.sglang.plugins.module_utils.flashinfer_jit import command
+except ImportError as exc:  # the unit's journal gets one line, not a traceback
+    sys.stderr.write("flashinfer_jit: error: cannot load the pre-warm code beside %%s (%%s): run it with the SGLang "
+                     "venv's interpreter; re-run site.yml to reinstall it\\n" %% (__file__, exc))
+    raise SystemExit(1)
 
 if __name__ == "__main__":
     STATUS, LINE = command(sys.argv[1:])
@@ -152,8 +162,24 @@ def read_text(path):
         return None
     if not os.path.isfile(path) or os.path.islink(path):
         raise ValueError("%s exists but is not a regular file" % path)
-    with open(path) as handle:
-        return handle.read()
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except UnicodeDecodeError as exc:
+        raise ValueError("%s is not UTF-8 text (%s): remove it, this module writes it again" % (path, exc.reason)) from exc
+
+
+def os_error_message(doing, path, exc):
+    """One line: what failed on which path, why, and what to change."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        fix = "run it as root (become: true) or set path to a directory this user can write"
+    elif exc.errno == errno.ENOSPC:
+        fix = "free space on that file system"
+    elif exc.errno == errno.EROFS:
+        fix = "set path to a directory on a writable file system"
+    else:
+        fix = "fix that path and run again"
+    return "flashinfer_prewarm_command: cannot %s %s (%s): %s" % (doing, path, exc.strerror or exc, fix)
 
 
 def mode_of(path):
@@ -164,6 +190,8 @@ def make_dirs(directory):
     """Create the missing directories down to `directory`, each DIR_MODE whatever the umask."""
     missing = []
     while not os.path.isdir(directory):
+        if os.path.lexists(directory):
+            raise ValueError("%s exists but is not a directory" % directory)
         missing.append(directory)
         directory = os.path.dirname(directory)
     for created in reversed(missing):
@@ -187,21 +215,26 @@ def install(module, path):
     for file_path, text in files:
         try:
             current = read_text(file_path)
-        except (OSError, ValueError) as exc:
+            mode = mode_of(file_path) if current is not None else None
+        except ValueError as exc:
             module.fail_json(msg="flashinfer_prewarm_command: %s" % exc)
-        if current == text and mode_of(file_path) == FILE_MODE:
+        except OSError as exc:
+            module.fail_json(msg=os_error_message("read", file_path, exc))
+        if current == text and mode == FILE_MODE:
             continue
         written.append(file_path)
         header = file_path
         if current == text:
-            header = "%s (mode %04o -> %04o)" % (file_path, mode_of(file_path), FILE_MODE)
+            header = "%s (mode %04o -> %04o)" % (file_path, mode, FILE_MODE)
         diffs.append({"before_header": header, "after_header": header,
                       "before": current or "", "after": text})
         if not module.check_mode:
             try:
                 write_text(module, file_path, text)
+            except ValueError as exc:
+                module.fail_json(msg="flashinfer_prewarm_command: %s" % exc)
             except OSError as exc:
-                module.fail_json(msg="flashinfer_prewarm_command: cannot write %s: %s" % (file_path, exc))
+                module.fail_json(msg=os_error_message("write", file_path, exc))
     result = dict(changed=bool(written), command=files[0][0], files=[file_path for file_path, _text in files], written=written)
     if module._diff:
         result["diff"] = diffs

@@ -22,7 +22,9 @@ description:
     driver, finds no device, or exits non-zero for any other reason, the module succeeds with
     RV(present=false) and the reason in RV(error); use M(ansible.builtin.assert) or C(failed_when)
     on RV(present) where GPUs are required.
-  - The module fails only when C(nvidia-smi) exits 0 but prints a GPU list it cannot parse.
+  - The module fails only when C(nvidia-smi) exits 0 but prints a GPU list it cannot parse, or when
+    an executable C(nvidia-smi) cannot be started at all (for example C(Exec format error)); the
+    message names the path and says to reinstall the driver or set O(nvidia_smi_path).
   - Needs only the Python standard library on the target, and a driver recent enough to know the
     C(compute_cap) query field. Older drivers reject that field; the module then reports
     RV(present=false) with the driver's message in RV(error).
@@ -61,8 +63,8 @@ notes:
     V(Failed to initialize NVML: Driver/library version mismatch) (user-space library upgraded, kernel module not reloaded);
     V(Unable to determine the device handle for GPU...) (a GPU fell off the bus; the other GPUs are not reported either);
     any other non-zero exit, reported with its exit code and output."
-  - When C(nvidia-smi topo -m) fails or prints link types the module does not know, RV(interconnect)
-    is V(unknown) and the module warns; the GPU facts are still returned.
+  - When C(nvidia-smi topo -m) fails (or cannot be started) or prints link types the module does not
+    know, RV(interconnect) is V(unknown) and the module warns; the GPU facts are still returned.
 seealso:
   - name: nvidia-smi documentation
     description: The fields of C(--query-gpu) (C(nvidia-smi --help-query-gpu)) and the legend of C(topo -m).
@@ -235,8 +237,22 @@ def _command_failure(rc, stdout, stderr):
     return driver_error(output) or "nvidia-smi exited with rc %d: %s" % (rc, output or "no output")
 
 
+def _cannot_run(nvidia_smi, exc):
+    return ("cannot run %s (%s): reinstall the NVIDIA driver (its nvidia-smi is damaged) or set nvidia_smi_path "
+            "to a working nvidia-smi" % (nvidia_smi, exc.strerror or exc))
+
+
+def _run(module, nvidia_smi, args):
+    """run_command without its own exception handling: an nvidia-smi that cannot be started raises OSError."""
+    return module.run_command([nvidia_smi] + list(args), environ_update=COMMAND_ENV, handle_exceptions=False)
+
+
 def _read_interconnect(module, nvidia_smi):
-    rc, stdout, stderr = module.run_command([nvidia_smi] + list(TOPO_ARGS), environ_update=COMMAND_ENV)
+    try:
+        rc, stdout, stderr = _run(module, nvidia_smi, TOPO_ARGS)
+    except OSError as exc:
+        module.warn("nvidia-smi topo -m failed, interconnect unknown: %s" % _cannot_run(nvidia_smi, exc))
+        return INTERCONNECT_UNKNOWN
     if rc != 0:
         module.warn("nvidia-smi topo -m failed, interconnect unknown: %s" % _command_failure(rc, stdout, stderr))
         return INTERCONNECT_UNKNOWN
@@ -252,7 +268,10 @@ def gather(module):
     if missing:
         return _absent(missing)
 
-    rc, stdout, stderr = module.run_command([nvidia_smi] + list(QUERY_GPU_ARGS), environ_update=COMMAND_ENV)
+    try:
+        rc, stdout, stderr = _run(module, nvidia_smi, QUERY_GPU_ARGS)
+    except OSError as exc:  # found and executable, yet it does not start (a bad ELF, a missing loader)
+        module.fail_json(msg=_cannot_run(nvidia_smi, exc))
     if rc != 0:
         return _absent(_command_failure(rc, stdout, stderr))
     reported = driver_error(stdout + "\n" + stderr)

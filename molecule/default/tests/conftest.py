@@ -89,18 +89,20 @@ def _ansible_env(**extra):
 def _run_playbook(path, *extra_vars, limit=PRO6000):
     """Run a playbook (relative to the repository root) on one node with extra vars (dicts); return (rc, output)."""
     args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, path), "--limit", limit]
-    for value in extra_vars:
-        args += ["-e", json.dumps(value)]
+    for value in extra_vars:  # a dict as JSON; a string as written (-e name=true, the README's form)
+        args += ["-e", value if isinstance(value, str) else json.dumps(value)]
     proc = subprocess.run(args, capture_output=True, text=True, env=_ansible_env(), cwd=ROOT, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
 
 class CaseResult:
-    """What one case host did: failed (bool), changed (task count), text (every message, folded)."""
+    """What one case host did: failed (bool), changed (task count), text (every message, folded),
+    tasks (the names of the tasks it ran, in order)."""
 
-    def __init__(self, stats, results):
+    def __init__(self, stats, results, tasks=()):
         self.failed = stats.get("failures", 0) > 0 or stats.get("unreachable", 0) > 0
         self.changed = stats.get("changed", 0)
+        self.tasks = list(tasks)
         texts = []
         pending = list(results)
         while pending:  # a loop's result holds one result per item
@@ -116,13 +118,14 @@ class CaseResult:
         return "CaseResult(failed=%s, changed=%s, text=%r)" % (self.failed, self.changed, self.text[-2000:])
 
 
-def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro6000")):
+def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro6000"), extra_args=()):
     """Run `playbook` once for many independent cases, in parallel.
 
     Each case (name -> host vars, e.g. {"bsg_role": ..., "cuda_toolkit_version": "13.0"}) becomes an
     inventory host that reaches `node` through the same podman connection, in the node's groups (so
     the lab's group_vars apply, and a case's own vars override them as -e did per run before). One
-    ansible-playbook run with Ansible's JSON callback; returns {name: CaseResult}.
+    ansible-playbook run with Ansible's JSON callback (plus `extra_args`, e.g. ["--check"]); returns
+    {name: CaseResult}.
     """
     with open(os.environ["MOLECULE_INVENTORY_FILE"]) as handle:
         node_vars = yaml.safe_load(handle)["all"]["hosts"][node]
@@ -136,7 +139,7 @@ def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro60
         with open(path, "w") as handle:
             yaml.safe_dump(inventory, handle)
         args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-i", path,
-                os.path.join(ROOT, playbook), "--limit", "case_hosts", "--forks", str(max(5, len(hosts)))]
+                os.path.join(ROOT, playbook), "--limit", "case_hosts", "--forks", str(max(5, len(hosts)))] + list(extra_args)
         env = _ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
         proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     # The JSON document starts on a line of its own; ansible.cfg's profile_tasks prints around it.
@@ -147,12 +150,15 @@ def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro60
         raise AssertionError("ansible-playbook printed no JSON report (rc %d): %s %s"
                              % (proc.returncode, proc.stdout, proc.stderr)) from exc
     results = {host: [] for host in hosts}
+    names = {host: [] for host in hosts}
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
             for host, result in task.get("hosts", {}).items():
                 if host in results:
                     results[host].append(result)
-    return {name: CaseResult(report["stats"].get("case-%s" % name, {}), results["case-%s" % name]) for name in cases}
+                    names[host].append(task.get("task", {}).get("name", ""))
+    return {name: CaseResult(report["stats"].get("case-%s" % name, {}), results["case-%s" % name], names["case-%s" % name])
+            for name in cases}
 
 
 @pytest.fixture

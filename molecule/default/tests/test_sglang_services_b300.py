@@ -34,6 +34,24 @@ def test_prewarm_check_is_warm_for_103a(host):
     assert host.check_output("stat -c %%Y.%%s %s" % SO) == before
 
 
+def test_prewarm_check_without_ninja_fails_in_one_line(host):
+    # The venv's ninja gone (a broken reinstall): FlashInfer runs ninja even on a warm cache. The
+    # unit's ExecStartPre= must give the journal one line naming the cause and the fix, no traceback.
+    unit = host.file("/etc/systemd/system/sglang-eagle3.service").content_string
+    [command] = [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStartPre=")]
+    ninja = "/opt/sglang/current/bin/ninja"
+    host.check_output("mv %s %s.aside" % (ninja, ninja))
+    try:
+        out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' /etc/sglang/flashinfer.env "
+                       "/etc/sglang/sglang-eagle3.env | xargs) %s" % command)
+    finally:
+        host.check_output("mv %s.aside %s" % (ninja, ninja))
+    assert out.rc == 1, out
+    assert "Traceback" not in out.stderr and out.stdout == "", out.stderr
+    assert out.stderr == ("flashinfer_jit: error: building FlashInfer module sampling failed: ninja not found (the venv's "
+                          "ninja, %s): reinstall the venv (re-run site.yml) or `pip install ninja` into it\n" % ninja)
+
+
 # Last on this node: it changes the EAGLE-3 service's env file (nothing after it reads this node).
 SECRET = "hf_blackwell_sglang_not_a_real_token_0123456789"
 

@@ -77,7 +77,8 @@ def test_3_failed_build_leaves_current_alone(host, run_playbook):
 
 def test_4_rollback_repoints_current_to_the_previous_venv(host, run_playbook):
     current, previous = links(host)
-    rc, out = run_venv_role(run_playbook, {"sglang_venv_packages": UPGRADED}, {"sglang_venv_rollback": True})
+    # As README says it: -e name=true gives the string "true" (ansible-core 2.19 refuses a string as a conditional).
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_packages": UPGRADED}, "sglang_venv_rollback=true")
     assert rc == 0, out
     assert links(host) == (previous, current)
     assert imports_sglang(host)

@@ -1,7 +1,8 @@
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Versions read from the installed venv itself (run with its interpreter; imports nothing heavy:
-torch's CUDA version is read from torch/version.py, not by importing torch). Prints JSON."""
+torch's CUDA version is read from torch/version.py, not by importing torch). Prints JSON, or one
+line "venv_facts: error: <reason>" on stderr and exits 1."""
 import importlib.util
 import json
 import os
@@ -9,32 +10,66 @@ import re
 import sys
 from importlib import metadata
 
+# A venv is only ever built whole (its marker file last): a damaged one is removed and built again.
+FIX = ("remove the venv %s and re-run site.yml (it builds it again), or roll back to the previous one "
+       "(sglang_venv_rollback: true)" % os.path.realpath(sys.prefix))
+
+
+class FactsError(Exception):
+    """What the operator must fix (the message says what)."""
+
+
+def text(exc):
+    """An exception's message on one line."""
+    return " ".join(str(exc).split())
+
 
 def version(dist):
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+    except (OSError, ValueError, TypeError) as exc:  # a half-written .dist-info (no METADATA, not text)
+        raise FactsError("cannot read the installed version of %s (%s: %s): %s" % (dist, type(exc).__name__, text(exc), FIX))
 
 
 def torch_cuda():
-    spec = importlib.util.find_spec("torch")
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError) as exc:
+        raise FactsError("cannot locate torch in %s (%s: %s): %s" % (sys.prefix, type(exc).__name__, text(exc), FIX))
     if spec is None or not spec.submodule_search_locations:
         return None
     path = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
     try:
         with open(path) as handle:
             match = re.search(r"^cuda\b[^=\n]*=\s*['\"]([^'\"]+)['\"]", handle.read(), re.M)
-    except OSError:
+    except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FactsError("cannot read torch's CUDA version from %s (%s): %s" % (path, getattr(exc, "strerror", None) or text(exc), FIX))
     return match.group(1) if match else None
 
 
-print(json.dumps({
-    "python": sys.executable,
-    "python_version": "%d.%d.%d" % sys.version_info[:3],
-    "sglang": version("sglang"),
-    "flashinfer": version("flashinfer-python"),
-    "torch": version("torch"),
-    "torch_cuda": torch_cuda(),
-}))
+def main():
+    try:
+        facts = {
+            "python": sys.executable,
+            "python_version": "%d.%d.%d" % sys.version_info[:3],
+            "sglang": version("sglang"),
+            "flashinfer": version("flashinfer-python"),
+            "torch": version("torch"),
+            "torch_cuda": torch_cuda(),
+        }
+    except FactsError as exc:
+        sys.stderr.write("venv_facts: error: %s\n" % exc)
+        return 1
+    except Exception as exc:  # one line for the operator, not a traceback
+        sys.stderr.write("venv_facts: error: unexpected %s: %s\n" % (type(exc).__name__, text(exc)))
+        return 1
+    print(json.dumps(facts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

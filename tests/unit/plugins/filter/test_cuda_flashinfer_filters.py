@@ -49,5 +49,19 @@ def test_flashinfer_targets_returns_the_error_instead_of_raising():
 def test_filter_names():
     assert cuda.FilterModule().filters() == {
         "cuda_toolkit_problems": cuda.cuda_toolkit_problems, "cuda_compute_name": cuda.cuda_compute_name,
-        "cuda_min_toolkit": cuda.cuda_min_toolkit, "cuda_nvcc_release": cuda.cuda_nvcc_release}
-    assert flashinfer.FilterModule().filters() == {"flashinfer_targets": flashinfer.flashinfer_targets}
+        "cuda_min_toolkit": cuda.cuda_min_toolkit, "cuda_nvcc_release": cuda.cuda_nvcc_release,
+        "cuda_gpu_problems": cuda.cuda_gpu_problems}
+    assert flashinfer.FilterModule().filters() == {"flashinfer_targets": flashinfer.flashinfer_targets,
+                                                   "flashinfer_select_problems": flashinfer.flashinfer_select_problems}
+
+
+def test_preflight_target_checks_need_nothing_installed():
+    # A GB10-like GPU (12.1) on a host whose group says 12.0: both target lists are refused.
+    assert flashinfer.flashinfer_select_problems(["12.1"], ["12.0"]) == [
+        "flashinfer_cuda_archs 12.0 does not match the GPUs found on this host (compute capability 12.1); fix the "
+        "inventory or leave flashinfer_cuda_archs unset to use the GPUs"]
+    assert cuda.cuda_gpu_problems(["12.1"], ["12.0"], "cuda_toolkit_target_archs")[0].startswith(
+        "cuda_toolkit_target_archs [12.0] does not cover the GPUs found on this host (compute capability 12.1)")
+    assert flashinfer.flashinfer_select_problems([], ["12.0"]) == []
+    assert flashinfer.flashinfer_select_problems(["10.3"], []) == []
+    assert flashinfer.flashinfer_select_problems([], [])[0].startswith("no FlashInfer target arch")

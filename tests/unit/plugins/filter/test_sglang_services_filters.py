@@ -93,6 +93,19 @@ DEVICES_HINT = ' (use e.g. [0, 1, 2, 3] or "0,1,2,3")'
     ({"autoregressive": {"extra_args": ["--x"]}}, "", [A + "extra_args must be a dict of flag: value, got ['--x']"]),
     ({"autoregressive": {"env": {"HF TOKEN": "x"}}}, "", [A + "env must be a dict of VARIABLE: value"]),
     ({"autoregressive": {"env": ["A=1"]}}, "", [A + "env must be a dict of VARIABLE: value"]),
+    ({"autoregressive": {"env": {"A\n": "1"}}}, "", [A + "env must be a dict of VARIABLE: value"]),
+    # Role-managed variables: the service's env file is read last and would silently win.
+    ({"autoregressive": {"env": {"PATH": "/usr/bin", "CUDA_HOME": "/usr/local/cuda", "HF_TOKEN": "x"}}}, "", [
+        A + "env CUDA_HOME is managed by the roles; set cuda_toolkit_version / cuda_toolkit_pip_prefix "
+        "(flashinfer_cuda_home) instead",
+        A + "env PATH is managed by the roles; set nothing: the flashinfer role writes PATH with CUDA_HOME/bin first "
+        "(flashinfer_cuda_home) instead"]),
+    ({"eagle3": {"env": {"FLASHINFER_CUDA_ARCH_LIST": "12.0a"}}}, "", [
+        E + "env FLASHINFER_CUDA_ARCH_LIST is managed by the roles; set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead"]),
+    ({"autoregressive": {"enable_dp_attention": "maybe"}}, "", [
+        A + "enable_dp_attention: 'maybe' is not a boolean (use true or false)"]),
+    ({"dflash": {"enable_dp_attention": "true"}}, "", [
+        "sglang_services_dflash: DFlash does not work with DP attention; set enable_dp_attention: false"]),
     ({"autoregressive": {"cuda_visible_devices": "0,x"}}, "", [A + "cuda_visible_devices: 'x' is not a GPU index" + DEVICES_HINT]),
     ({"autoregressive": {"cuda_visible_devices": [1, 1]}}, "", [A + "cuda_visible_devices: [1, 1] names a GPU twice" + DEVICES_HINT]),
     ({"autoregressive": {"cuda_visible_devices": [True]}}, "", [A + "cuda_visible_devices: True is not a GPU index" + DEVICES_HINT]),
@@ -154,6 +167,13 @@ def test_systemd_exec_quotes_and_escapes():
         "/v/bin/python -m sglang.launch_server", '--model-path "/m/a b"', "--chat-template $$HOME/t%%d",
         '--x ""', '--json "{\\"a\\": \\"b\\"}"',
     ]
+
+
+@pytest.mark.parametrize("value,flag", [(True, True), ("true", True), ("yes", True), (False, False), ("false", False),
+                                        ("no", False), ("0", False)])
+def test_enable_dp_attention_as_operators_pass_it(value, flag):
+    argv = f.sglang_service_argv({"model_path": "/m", "host": "h", "port": 1, "enable_dp_attention": value}, "autoregressive")
+    assert ("--enable-dp-attention" in argv) is flag
 
 
 def test_argv_renders_only_what_is_set():

@@ -151,3 +151,26 @@ def test_target_key_orders_targets_known_or_not():
     assert cuda_arch.target_key("12.0f") == ((12, 0), "f")
     with pytest.raises(cuda_arch.ArchError, match="is not of the form M.m"):
         cuda_arch.target_key("sm120")
+
+
+@pytest.mark.parametrize("gpus,archs,missing", [
+    (["12.1"], ["12.0"], "12.1"),              # GB10-like GPU, PRO 6000 inventory
+    (["12.0", "10.3"], ["12.0f"], "10.3"),     # a suffixed target covers its base only
+    (["10.3", "12.1", "9.0"], ["sm120"], "9.0, 10.3, 12.1"),  # a malformed target covers nothing, sorted as numbers
+])
+def test_gpu_coverage_names_the_uncovered_gpus(gpus, archs, missing):
+    assert cuda_arch.gpu_coverage_problems(gpus, archs, "cuda_toolkit_target_archs") == [
+        "cuda_toolkit_target_archs [%s] does not cover the GPUs found on this host (compute capability %s); set "
+        "sglang_node_gpu_archs (or cuda_toolkit_target_archs) for this host's group to the GPUs' compute capabilities"
+        % (", ".join(archs), missing)]
+
+
+@pytest.mark.parametrize("gpus,archs", [([], ["12.0"]), (None, []), (["12.0"], ["12.0", "10.3"]), (["10.3"], ["10.3a"])])
+def test_gpu_coverage_passes_when_every_gpu_is_a_target(gpus, archs):
+    assert cuda_arch.gpu_coverage_problems(gpus, archs, "x") == []
+
+
+@pytest.mark.parametrize("version", ["13.0.2\n", " 13.0.2", "13.0", "13.0.2.1"])
+def test_toolkit_version_is_not_stripped_it_names_a_directory(version):
+    assert cuda_arch.toolkit_problems(["12.0"], version) == [
+        "CUDA toolkit version %r is not a full X.Y.Z version (e.g. 13.0.2)" % (version,)]

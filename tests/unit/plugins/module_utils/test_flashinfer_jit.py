@@ -1,8 +1,11 @@
 """flashinfer_jit helpers: env files, broken shared objects, stale locks, library fingerprints."""
 
+import errno
 import fcntl
 import os
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -341,3 +344,192 @@ def test_a_target_the_collection_cannot_read_is_a_clear_error():
                                "target '12.0+PTX' is not of the form M.m[a|f]")
     Context.TARGET_CUDA_ARCHS = {(12, "0f"), (10, "3a"), (9, "0a")}
     assert cache.target_archs() == ["9.0a", "10.3a", "12.0f"]
+
+
+# ---- one line, never a traceback: what the host can get wrong ------------------------------------
+
+VENV_NINJA_FIX = "reinstall the venv (re-run site.yml) or `pip install ninja` into it"
+NVCC_FIX = "reinstall the CUDA toolkit (re-run site.yml) or set CUDA_HOME to a toolkit whose bin/nvcc runs"
+OWNER_FIX = ("run as the service user that owns FlashInfer's cache (the units' User=; become_user for the module) "
+             "or give that user the path")
+
+
+@pytest.fixture
+def venv_bin(tmp_path, monkeypatch):
+    """This interpreter as if it were <tmp>/venv/bin/python: where the venv's ninja would be."""
+    directory = tmp_path / "venv" / "bin"
+    directory.mkdir(parents=True)
+    monkeypatch.setattr(fj.sys, "executable", str(directory / "python"))
+    return directory
+
+
+def executable(path, text="#!/bin/sh\nexit 0\n"):
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("no venv ninja", "ninja not found (the venv's ninja, {bin}/ninja): " + VENV_NINJA_FIX),
+    ("venv ninja off PATH", "ninja not found on PATH=/usr/bin:/bin (the venv's ninja, {bin}/ninja, is not on it): "
+                            "put the venv's bin first on PATH (the flashinfer role's environment file does; re-run site.yml)"),
+    ("venv ninja broken", "cannot run ninja (No such file or directory; the venv's ninja, {bin}/ninja): reinstall the venv "
+                          "(re-run site.yml) or `pip install --force-reinstall ninja` into it"),
+    ("venv ninja not executable", "ninja not found (the venv's ninja, {bin}/ninja): " + VENV_NINJA_FIX),
+])
+def test_ninja_that_cannot_be_started_is_one_line_with_the_fix(venv_bin, monkeypatch, case, expected):
+    # FlashInfer runs the bare name "ninja" from PATH (subprocess.run(["ninja", ...])): what Python raises then.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    if case == "venv ninja off PATH":
+        executable(venv_bin / "ninja")
+    elif case == "venv ninja broken":  # on PATH, but its interpreter (the wheel's script) is gone
+        executable(venv_bin / "ninja", "#!/gone/python\n")
+        monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % venv_bin)
+    elif case == "venv ninja not executable":
+        (venv_bin / "ninja").write_text("")
+        monkeypatch.setenv("PATH", str(venv_bin))
+    exc = FileNotFoundError(errno.ENOENT, "No such file or directory", "ninja")
+    assert fj.os_error_reason(exc) == expected.format(bin=venv_bin)
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "/opt/cuda/bin/nvcc"),
+     "cannot run /opt/cuda/bin/nvcc (No such file or directory): " + NVCC_FIX),
+    (OSError(errno.ENOEXEC, "Exec format error", "/opt/cuda/bin/nvcc"),
+     "cannot run /opt/cuda/bin/nvcc (Exec format error): " + NVCC_FIX),
+    (PermissionError(errno.EACCES, "Permission denied", "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops"),
+     "permission denied on /var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops: " + OWNER_FIX),
+    (PermissionError(errno.EPERM, "Operation not permitted", "/c/sampling.lock"), "permission denied on /c/sampling.lock: " + OWNER_FIX),
+    (IsADirectoryError(errno.EISDIR, "Is a directory", "/c/sampling/sampling.so"),
+     "/c/sampling/sampling.so is a directory where a file was expected: remove it"),
+    (NotADirectoryError(errno.ENOTDIR, "Not a directory", "/c/cached_ops/tmp"),
+     "a part of /c/cached_ops/tmp is a file where a directory was expected: remove that file"),
+    (OSError(errno.ENOSPC, "No space left on device", "/c/sampling/sampling.so"),
+     "no space left on the device of /c/sampling/sampling.so: free space there"),
+    (OSError(errno.EROFS, "Read-only file system", "/c/tmp"),
+     "/c/tmp is on a read-only file system: set FLASHINFER_WORKSPACE_BASE to a writable directory"),
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "/c/tmp/sampling.lock"),
+     "/c/tmp/sampling.lock does not exist (removed while this ran?): run again"),
+    (FileExistsError(errno.EEXIST, "File exists", "/c/tmp"), "/c/tmp: File exists: fix that path and run again"),
+    (OSError("libcudart.so.13: cannot open shared object file: No such file or directory"),
+     "OSError: libcudart.so.13: cannot open shared object file: No such file or directory"),
+])
+def test_os_errors_become_one_line_naming_the_path_and_the_fix(exc, expected):
+    assert fj.os_error_reason(exc) == expected
+    assert "\n" not in expected
+
+
+def test_nvcc_that_cannot_run_is_a_jit_cache_error(tmp_path, monkeypatch):
+    cuda = tmp_path / "cuda"
+    (cuda / "bin").mkdir(parents=True)
+    nvcc = executable(cuda / "bin" / "nvcc", "#!/gone/sh\n")  # executable, but its interpreter is gone
+
+    class CppExt:
+        @staticmethod
+        def get_cuda_path():
+            return str(cuda)
+
+    monkeypatch.setattr(fj.importlib, "import_module", lambda name: CppExt)
+    cache = object.__new__(fj.FlashInferCache)
+    with pytest.raises(fj.JitCacheError) as info:
+        cache.nvcc()
+    assert str(info.value) == "cannot run %s (No such file or directory): %s" % (nvcc, NVCC_FIX)
+    nvcc.write_bytes(b"\x00\x01 not a program")
+    with pytest.raises(fj.JitCacheError) as info:
+        cache.nvcc()
+    assert str(info.value) == "cannot run %s (Exec format error): %s" % (nvcc, NVCC_FIX)
+
+
+ENV_FIX = "point it at the flashinfer role's environment file (re-run site.yml to write it)"
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("missing", "No such file or directory"),
+    ("directory", "Is a directory"),
+    ("not text", "not UTF-8 text: invalid start byte"),
+])
+def test_env_file_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys, case, reason):
+    monkeypatch.setattr(fj, "ensure", lambda **kwargs: pytest.fail("ensure() must not run"))
+    env_file = tmp_path / "flashinfer.env"
+    if case == "directory":
+        env_file.mkdir()
+    elif case == "not text":
+        env_file.write_bytes(b"\xff\xfe\x00binary")
+    status, line = fj.command(["--env-file", str(env_file)])
+    fix = ENV_FIX + (" and run as a user that can read it" if case != "not text" else "")
+    assert (status, line) == (1, "flashinfer_jit: error: cannot read env_file %s (%s): %s" % (env_file, reason, fix))
+    assert capsys.readouterr() == ("", "")
+
+
+def raising(exc):
+    def ensure(**_kwargs):
+        raise exc
+    return ensure
+
+
+@pytest.mark.parametrize("exc, line", [
+    (KeyError("HOME"), "flashinfer_jit: error: unexpected KeyError: 'HOME'"),
+    (AttributeError("module 'flashinfer.jit' has no attribute 'env'"),
+     "flashinfer_jit: error: unexpected AttributeError: module 'flashinfer.jit' has no attribute 'env'"),
+    (TypeError("bad\noperand\n  type"), "flashinfer_jit: error: unexpected TypeError: bad operand type"),
+    (fj.JitCacheError("FlashInfer 0.7.2 has no JIT module 'x'"), "flashinfer_jit: error: FlashInfer 0.7.2 has no JIT module 'x'"),
+])
+def test_command_reports_anything_unexpected_in_one_line(monkeypatch, capsys, exc, line):
+    monkeypatch.setattr(fj, "ensure", raising(exc))
+    assert fj.command(["--modules", "sampling"]) == (1, line)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_ensure_turns_an_os_error_on_the_cache_into_one_line(monkeypatch):
+    errors = [IsADirectoryError(errno.EISDIR, "Is a directory", "/c/sampling/sampling.so"), KeyError("x")]
+
+    def cache():
+        raise errors.pop(0)
+
+    monkeypatch.setattr(fj, "FlashInferCache", cache)
+    with pytest.raises(fj.JitCacheError) as info:
+        fj.ensure(modules=["sampling"])
+    assert str(info.value) == "/c/sampling/sampling.so is a directory where a file was expected: remove it"
+    with pytest.raises(KeyError):  # only OSError is the host's to fix; the rest stays for command() to report
+        fj.ensure(modules=["sampling"])
+
+
+# The launcher in a fresh interpreter, as a unit's ExecStartPre= runs it: stderr is the one line.
+
+STUB_FLASHINFER = {
+    "import error": "raise ImportError('No module named torch')\n",
+    "library": "raise OSError('libcudart.so.13: cannot open shared object file: No such file or directory')\n",
+    "unexpected": "import os\nHOME = os.environ['NO_SUCH_VARIABLE_SET']\n",
+}
+
+
+@pytest.mark.parametrize("case, line", [
+    ("import error", "flashinfer_jit: error: cannot import flashinfer (No module named torch); "
+                     "run this with the SGLang venv's interpreter"),
+    ("library", "flashinfer_jit: error: cannot import flashinfer (OSError: libcudart.so.13: cannot open shared object "
+                "file: No such file or directory): reinstall the venv (re-run site.yml)"),
+    ("unexpected", "flashinfer_jit: error: unexpected KeyError: 'NO_SUCH_VARIABLE_SET'"),
+    ("no package copy", "flashinfer_jit: error: cannot load the pre-warm code beside {launcher} (No module named "
+                        "'ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch'): run it with the SGLang "
+                        "venv's interpreter; re-run site.yml to reinstall it"),
+])
+def test_the_installed_launcher_fails_in_one_line_without_a_traceback(tmp_path, case, line):
+    from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_prewarm_command
+
+    lib = tmp_path / "lib"
+    for path, text in flashinfer_prewarm_command.wanted_files(str(lib)):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text)
+    site = tmp_path / "site"
+    (site / "flashinfer").mkdir(parents=True)
+    (site / "flashinfer" / "__init__.py").write_text(STUB_FLASHINFER.get(case, "__version__ = '0.7.2'\n"))
+    if case == "no package copy":
+        os.unlink(os.path.join(str(lib), *fj.__name__.split(".")[:-1] + ["cuda_arch.py"]))
+    launcher = lib / "flashinfer_prewarm.py"
+    env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_VARIABLE_SET"}
+    env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([sys.executable, str(launcher), "--modules", "sampling"], capture_output=True, text=True,
+                          env=env, cwd=str(tmp_path), check=False)
+    assert "Traceback" not in proc.stderr
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", line.format(launcher=launcher) + "\n")

@@ -2,12 +2,18 @@
 fake_flashinfer.py (the `fake` fixture, conftest.py). The real FlashInfer is exercised in Molecule.
 """
 
+import errno
 import fcntl
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+from ansible_collections.blackwell.sglang.plugins.modules import cuda_home_layout, flashinfer_prewarm_command, nvidia_gpu_info
+from module_runner import run_module
 from fake_flashinfer import LOCK_LINE, VERSION, elf64
 
 
@@ -477,3 +483,237 @@ def test_a_release_without_check_cuda_arch_is_held_to_the_expected_targets(fake,
     assert msg == "FlashInfer %s targets nothing with this environment, expected ['12.0f']" % VERSION
     msg = failed(fake.run(capsys, modules=["sampling"], expected_archs=["10.3a", "12.0f"]))
     assert msg == "FlashInfer %s targets nothing with this environment, expected ['10.3a', '12.0f']" % VERSION
+
+
+# ---- the host's failures, one line each naming the cause and the fix (never a traceback) -----------
+
+VENV_NINJA_FIX = "reinstall the venv (re-run site.yml) or `pip install ninja` into it"
+NVCC_FIX = "reinstall the CUDA toolkit (re-run site.yml) or set CUDA_HOME to a toolkit whose bin/nvcc runs"
+PYTHON = sys.executable  # before a test pretends otherwise
+
+
+def build_runs_ninja(fake):
+    """The fake's build starts `ninja` first, as FlashInfer 0.7.2's does: subprocess.run(["ninja", "-v", ...],
+    check=True), the bare name looked up on PATH."""
+    core = fake.site / "flashinfer" / "jit" / "core.py"
+    anchor = '            if os.environ.get("FAKE_FLASHINFER_FAIL"):\n'
+    text = core.read_text()
+    assert text.count(anchor) == 1
+    core.write_text(text.replace(anchor, '            import subprocess\n'
+                                         '            subprocess.run(["ninja", "--version"], check=True, capture_output=True)\n'
+                                 + anchor))
+
+
+def prewarm(fake, *args):
+    """The units' ExecStartPre=: the launcher the prewarm module installs, run by a fresh interpreter; (rc, out, err)."""
+    lib = fake.tmp_path / "lib"
+    for path, text in flashinfer_prewarm_command.wanted_files(str(lib)):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text)
+    environ = dict(os.environ, PYTHONPATH=str(fake.site), FLASHINFER_WORKSPACE_BASE=str(fake.base))
+    proc = subprocess.run([PYTHON, str(lib / "flashinfer_prewarm.py")] + list(args), capture_output=True,
+                          text=True, env=environ, check=False, cwd=str(fake.tmp_path))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def no_ninja(fake, monkeypatch):
+    """A build that runs ninja, a PATH without one, and this interpreter as if it were <tmp>/venv/bin/python
+    (a venv without ninja); returns that venv's bin."""
+    build_runs_ninja(fake)
+    empty = fake.tmp_path / "empty-bin"
+    empty.mkdir()
+    venv_bin = fake.tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(fj.sys, "executable", str(venv_bin / "python"))
+    return venv_bin
+
+
+def test_ninja_missing_fails_the_module_in_one_line(fake, capsys, no_ninja):
+    result = fake.run(capsys, modules=["sampling"])
+    assert failed(result) == ("building FlashInfer module sampling failed: ninja not found (the venv's ninja, %s/ninja): %s"
+                              % (no_ninja, VENV_NINJA_FIX))
+    # The venv's ninja back on PATH: the same run builds.
+    (no_ninja / "ninja").write_text("#!/bin/sh\nexit 0\n")
+    (no_ninja / "ninja").chmod(0o755)
+    os.environ["PATH"] = str(no_ninja)
+    assert ok(fake.run(capsys, modules=["sampling"]))["built"] == ["sampling"]
+
+
+def test_ninja_missing_fails_the_units_pre_warm_in_one_line(fake, no_ninja):
+    # The launcher runs in a fresh interpreter: the venv it looks in is this test's own.
+    venv_ninja = os.path.join(os.path.dirname(PYTHON), "ninja")
+    if os.access(venv_ninja, os.X_OK):
+        pytest.skip("this test's venv has a ninja of its own")
+    rc, out, err = prewarm(fake, "--modules", "sampling")
+    assert "Traceback" not in err
+    assert (rc, out, err) == (1, "", "flashinfer_jit: error: building FlashInfer module sampling failed: ninja not found "
+                                     "(the venv's ninja, %s): %s\n" % (venv_ninja, VENV_NINJA_FIX))
+    assert not any(build.get("compiled") for build in fake.builds)
+
+
+def so_is_a_directory(fake):
+    fake.so().mkdir(parents=True)
+    return "%s is a directory where a file was expected: remove it" % fake.so()
+
+
+def cached_ops_is_a_file(fake):
+    fake.jit_dir().parent.mkdir(parents=True)
+    fake.jit_dir().write_text("")
+    return ("building FlashInfer module sampling failed: a part of %s is a file where a directory was expected: "
+            "remove that file" % (fake.jit_dir() / "tmp"))
+
+
+def nvcc_interpreter_gone(fake):
+    nvcc = fake.cuda_home / "bin" / "nvcc"
+    nvcc.write_text("#!/gone/sh\n")
+    return "cannot run %s (No such file or directory): %s" % (nvcc, NVCC_FIX)
+
+
+def nvcc_not_a_program(fake):
+    nvcc = fake.cuda_home / "bin" / "nvcc"
+    nvcc.write_bytes(b"\x00\x01 not a program")
+    return "cannot run %s (Exec format error): %s" % (nvcc, NVCC_FIX)
+
+
+def nvcc_gone_while_flashinfer_imports(fake):
+    # 0.7.2 asks nvcc for the CUDA version to spell an unsuffixed target, while flashinfer.jit.env imports.
+    os.environ["FLASHINFER_CUDA_ARCH_LIST"] = "12.0"
+    return nvcc_interpreter_gone(fake)
+
+
+def env_file_is_a_directory(fake):
+    (fake.tmp_path / "flashinfer.env").mkdir()
+    return ("cannot read env_file %s (Is a directory): point it at the flashinfer role's environment file "
+            "(re-run site.yml to write it) and run as a user that can read it" % (fake.tmp_path / "flashinfer.env"))
+
+
+def env_file_not_text(fake):
+    (fake.tmp_path / "flashinfer.env").write_bytes(b"\xffCUDA_HOME=/x\n")
+    return ("cannot read env_file %s (not UTF-8 text: invalid start byte): point it at the flashinfer role's "
+            "environment file (re-run site.yml to write it)" % (fake.tmp_path / "flashinfer.env"))
+
+
+HOST_FAILURES = [so_is_a_directory, cached_ops_is_a_file, nvcc_interpreter_gone, nvcc_not_a_program,
+                 nvcc_gone_while_flashinfer_imports, env_file_is_a_directory, env_file_not_text]
+
+
+def env_file_args(fake, setup):
+    return ["--env-file", str(fake.tmp_path / "flashinfer.env")] if setup.__name__.startswith("env_file") else []
+
+
+@pytest.mark.parametrize("setup", HOST_FAILURES, ids=lambda f: f.__name__)
+def test_host_failures_fail_the_module_in_one_line(fake, capsys, monkeypatch, setup):
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "12.0f")
+    message = setup(fake)
+    args = dict(modules=["sampling"])
+    if env_file_args(fake, setup):
+        args["env_file"] = env_file_args(fake, setup)[1]
+    assert failed(fake.run(capsys, **args)) == message
+    assert "\n" not in message
+    assert not any(build.get("compiled") for build in fake.builds)
+
+
+@pytest.mark.parametrize("setup", HOST_FAILURES, ids=lambda f: f.__name__)
+def test_host_failures_fail_the_units_pre_warm_in_one_line(fake, monkeypatch, setup):
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "12.0f")
+    message = setup(fake)
+    rc, out, err = prewarm(fake, "--modules", "sampling", *env_file_args(fake, setup))
+    assert "Traceback" not in err
+    assert (rc, out, err) == (1, "", "flashinfer_jit: error: %s\n" % message)
+    assert not any(build.get("compiled") for build in fake.builds)
+
+
+# ---- the same rule for the collection's other host modules (their own test files hold the rest) -----
+
+def test_prewarm_command_a_file_in_place_of_a_directory_fails_in_one_line(tmp_path, capsys):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "ansible_collections").write_text("")
+    result = run_module(flashinfer_prewarm_command.main, capsys, {"path": str(lib)})
+    assert result["_rc"] == 1 and result["failed"] is True
+    assert result["msg"] == "flashinfer_prewarm_command: %s exists but is not a directory" % (lib / "ansible_collections")
+
+
+def test_prewarm_command_a_file_that_is_not_text_fails_in_one_line(tmp_path, capsys):
+    lib = tmp_path / "lib"
+    launcher = lib / "flashinfer_prewarm.py"
+    lib.mkdir()
+    launcher.write_bytes(b"\xff\xfe garbage")
+    result = run_module(flashinfer_prewarm_command.main, capsys, {"path": str(lib)})
+    assert result["_rc"] == 1
+    assert result["msg"] == ("flashinfer_prewarm_command: %s is not UTF-8 text (invalid start byte): remove it, "
+                             "this module writes it again" % launcher)
+
+
+@pytest.mark.parametrize("error, fix", [
+    (PermissionError(errno.EACCES, "Permission denied"), "run it as root (become: true) or set path to a directory this user can write"),
+    (OSError(errno.ENOSPC, "No space left on device"), "free space on that file system"),
+    (OSError(errno.EROFS, "Read-only file system"), "set path to a directory on a writable file system"),
+])
+def test_prewarm_command_a_path_it_cannot_write_fails_in_one_line(tmp_path, capsys, monkeypatch, error, fix):
+    def mkstemp(**_kwargs):
+        raise error
+
+    monkeypatch.setattr(flashinfer_prewarm_command.tempfile, "mkstemp", mkstemp)
+    lib = tmp_path / "lib"
+    result = run_module(flashinfer_prewarm_command.main, capsys, {"path": str(lib)})
+    assert result["_rc"] == 1
+    assert result["msg"] == "flashinfer_prewarm_command: cannot write %s (%s): %s" % (
+        lib / "flashinfer_prewarm.py", error.strerror, fix)
+
+
+NVIDIA_SMI_FIX = "reinstall the NVIDIA driver (its nvidia-smi is damaged) or set nvidia_smi_path to a working nvidia-smi"
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"#!/gone/sh\n", "No such file or directory"),
+    (b"\x00\x01 not a program", "Exec format error"),
+])
+def test_nvidia_smi_that_cannot_be_started_fails_in_one_line(tmp_path, capsys, content, reason):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_bytes(content)
+    smi.chmod(0o755)
+    result = run_module(nvidia_gpu_info.main, capsys, {"nvidia_smi_path": str(smi)})
+    assert result["_rc"] == 1 and result["failed"] is True
+    assert result["msg"] == "cannot run %s (%s): %s" % (smi, reason, NVIDIA_SMI_FIX)
+
+
+def test_nvidia_smi_topo_that_cannot_be_started_leaves_the_interconnect_unknown(tmp_path, capsys, monkeypatch):
+    fixtures = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "nvidia_smi")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncat %s\n" % os.path.join(fixtures, "b300_x8.query.txt"))
+    smi.chmod(0o755)
+    run = nvidia_gpu_info._run
+
+    def topo_does_not_start(module, path, args):
+        if tuple(args) == tuple(nvidia_gpu_info.TOPO_ARGS):
+            raise OSError(errno.ENOEXEC, "Exec format error", path)
+        return run(module, path, args)
+
+    monkeypatch.setattr(nvidia_gpu_info, "_run", topo_does_not_start)
+    result = run_module(nvidia_gpu_info.main, capsys, {"nvidia_smi_path": str(smi)})
+    assert result["_rc"] == 0 and result["count"] == 8
+    assert result["interconnect"] == "unknown"
+    assert ("nvidia-smi topo -m failed, interconnect unknown: cannot run %s (Exec format error): %s" % (smi, NVIDIA_SMI_FIX)
+            in json.dumps(result["warnings"]))
+
+
+def test_cuda_home_layout_os_error_mid_layout_is_one_line_with_what_was_done(tmp_path, capsys, monkeypatch):
+    comp = tmp_path / "home" / "venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
+    (comp / "bin").mkdir(parents=True)
+    (comp / "bin" / "nvcc").write_text("#!/bin/sh\n")
+
+    def driver_library(_module):
+        raise PermissionError(errno.EACCES, "Permission denied", "/etc/ld.so.cache")
+
+    monkeypatch.setattr(cuda_home_layout, "driver_library", driver_library)
+    result = run_module(cuda_home_layout.main, capsys, {"home": str(tmp_path / "home")})
+    assert result["_rc"] == 1 and result["failed"] is True
+    assert result["msg"] == ("cannot read the CUDA home or the wheels: [Errno 13] Permission denied: '/etc/ld.so.cache'; "
+                             "fix the file system problem (permissions: become) and run again")
+    assert result["actions"][0] == "mkdir %s" % (tmp_path / "home" / "bin")
+    assert "hardlink %s = %s" % (tmp_path / "home" / "bin" / "nvcc", comp / "bin" / "nvcc") in result["actions"]
+    assert result["changed"] is True

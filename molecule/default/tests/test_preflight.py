@@ -1,0 +1,117 @@
+"""Bad input never reaches a host: the site-level preflight (playbooks/preflight.yml, first in
+site.yml and rollout.yml) refuses every kind of bad input before any role changes any host, in
+normal and in check mode, and one bad host stops a site.yml run before any host changed.
+
+The cases run against the converged B300 node (its worker has time to spare beside the PRO 6000
+node's), one inventory host each (conftest.run_cases),
+with the preflight's max_fail_percentage at 100 so that they stay independent (one run per mode); the
+node's fingerprint must be the same after all of them.
+
+Stand-in: the lab nodes have no GPU. Where a case needs GPUs, it sets the fact the sglang_node role
+publishes from nvidia-smi (sglang_node_gpus; the role reads the GPUs only when it is not defined)
+to what nvidia_gpu_info returns on a host with one GB10-like GPU (compute capability 12.1).
+"""
+
+import pytest
+from conftest import B300, LAB_EAGLE3, assert_unchanged, fingerprint, run_cases
+
+testinfra_hosts = ["podman://molecule-b300"]
+pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
+
+PREFLIGHT = "playbooks/preflight.yml"
+GROUPS = ("lab", "b300")
+INDEPENDENT = ["-e", "sglang_preflight_max_fail_percentage=100"]
+GB10 = {"present": True, "count": 1, "compute_capabilities": ["12.1"], "driver_version": "580.95.05",
+        "interconnect": "none", "error": None,
+        "gpus": [{"index": 0, "name": "NVIDIA GB10", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
+                  "compute_capability": "12.1", "memory_total_mib": 122502, "driver_version": "580.95.05"}]}
+
+
+def eagle3_env(env):
+    return {"sglang_services_eagle3": dict(LAB_EAGLE3, env=env)}
+
+
+CASES = [
+    # 1. Paths: absolute and normalised, named.
+    ({"cuda_toolkit_pip_prefix": ":/opt/cuda"},
+     "cuda_toolkit: cuda_toolkit_pip_prefix must be an absolute path (start with /), got ':/opt/cuda'"),
+    ({"flashinfer_workspace_base": "/var/lib/sglang/../cache"},
+     "flashinfer: flashinfer_workspace_base must be normalised, without . or .. components, got '/var/lib/sglang/../cache'"),
+    ({"sglang_node_home": "/var/lib/sglang\n"}, "sglang_node: sglang_node_home holds '\\n' in '/var/lib/sglang\\n'"),
+    ({"cuda_toolkit_version": "13.0.2\n"}, "CUDA toolkit version '13.0.2\\n' is not a full X.Y.Z version"),
+    # 2. Role-managed environment in a service's env.
+    (eagle3_env({"CUDA_HOME": "/usr/local/cuda", "PATH": "/usr/bin", "FLASHINFER_CUDA_ARCH_LIST": "12.0a"}),
+     "sglang_services_eagle3: env CUDA_HOME is managed by the roles; set cuda_toolkit_version / cuda_toolkit_pip_prefix "
+     "(flashinfer_cuda_home) instead; sglang_services_eagle3: env FLASHINFER_CUDA_ARCH_LIST is managed by the roles; "
+     "set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead; sglang_services_eagle3: env PATH is managed by the roles"),
+    (eagle3_env({"CUDA_VISIBLE_DEVICES": "0,1"}),
+     "sglang_services_eagle3: env CUDA_VISIBLE_DEVICES is managed by the roles; set the service's cuda_visible_devices instead"),
+    # 3. Dedicated directories.
+    ({"sglang_services_env_dir": "/etc"},
+     "sglang_services_env_dir is /etc, a directory the system shares; the roles would take it over (owner, group, mode)"),
+    ({"flashinfer_env_file": "/etc/default/flashinfer"},
+     "flashinfer_env_file is /etc/default/flashinfer, a file in /etc/default: the role owns and re-groups its env file's "
+     "directory, and /etc/default is not its own"),
+    ({"sglang_venv_base_dir": "/opt"}, "sglang_venv_base_dir is /opt, a directory the system shares"),
+    ({"sglang_node_lib_dir": "/tmp/bsg"}, "sglang_node_lib_dir is /tmp/bsg, under /tmp/ (not kept on disk, or cleared)"),
+    # 4. GPUs against both target lists, before anything is installed (12.9.1 is not installed on the node).
+    ({"sglang_node_gpus": GB10, "cuda_toolkit_version": "12.9.1"},
+     "cuda_toolkit: cuda_toolkit_target_archs [10.3] does not cover the GPUs found on this host (compute capability 12.1)"),
+    ({"sglang_node_gpus": GB10, "cuda_toolkit_target_archs": ["10.3", "12.1"]},
+     "flashinfer: flashinfer_cuda_archs 10.3 does not match the GPUs found on this host (compute capability 12.1)"),
+    # 5. Booleans as operators pass them (-e name=value gives a string).
+    ({"sglang_venv_rollback": "true"}, "there is no previous venv to roll back to"),
+    ({"sglang_services_start_without_gpus": "maybe"}, "sglang_services_start_without_gpus"),
+    ({"flashinfer_patch": "perhaps"}, "flashinfer_patch"),
+]
+IDS = [m[:40] for _v, m in CASES]
+MODES = {"normal": [], "check": ["--check"]}
+
+
+@pytest.fixture(scope="module")
+def preflight_runs(host):
+    """Every case in both modes (and a good case each), then the one-bad-host site.yml run."""
+    before = fingerprint(host)
+    runs = {}
+    for mode, args in MODES.items():
+        cases = {"ok": {}}
+        cases.update((str(index), extra_vars) for index, (extra_vars, _message) in enumerate(CASES))
+        runs[mode] = run_cases(cases, playbook=PREFLIGHT, node=B300, groups=GROUPS, extra_args=INDEPENDENT + args)
+    runs["site"] = run_cases({"good": {}, "bad": {"sglang_services_env_dir": "/etc"}}, playbook="site.yml",
+                             node=B300, groups=GROUPS)
+    return runs, before, fingerprint(host)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_good_input_passes_the_preflight_unchanged(preflight_runs, mode):
+    result = preflight_runs[0][mode]["ok"]
+    assert not result.failed, result
+    assert result.changed == 0, result
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
+def test_bad_input_fails_in_preflight_and_changes_nothing(preflight_runs, mode, index):
+    runs, before, after = preflight_runs
+    result = runs[mode][str(index)]
+    assert result.failed, result
+    assert CASES[index][1] in result.text, result
+    assert result.changed == 0, result
+    assert_unchanged(before, after)
+
+
+def test_argument_specs_refuse_a_non_boolean_by_name(preflight_runs):
+    result = preflight_runs[0]["normal"][str(len(CASES) - 2)]
+    assert "sglang_services_start_without_gpus" in result.text and "not a valid boolean" in result.text, result
+
+
+def test_one_bad_host_stops_site_before_any_host_changes(preflight_runs):
+    runs, before, after = preflight_runs
+    bad, good = runs["site"]["bad"], runs["site"]["good"]
+    assert bad.failed and "sglang_services_env_dir is /etc" in bad.text, bad
+    # The good host passed its preflight, then the run stopped: no task of the main play ran anywhere.
+    assert good.changed == 0 and bad.changed == 0
+    assert "Summary of this host" not in good.tasks, good.tasks
+    assert not any(name.startswith("Host packages") or "Build" in name for name in good.tasks), good.tasks
+    assert any("preflight" in name.lower() for name in good.tasks), good.tasks
+    assert_unchanged(before, after)

@@ -1,0 +1,136 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Input checks every role's preflight shares: paths, dedicated directories, environment files,
+role-managed environment variables and operator booleans. Pure functions (no I/O): each returns a
+sentence naming the variable and what to change, or None when the value is good.
+
+Why so strict: these values end up in systemd units (EnvironmentFile=, ExecStartPre=), in KEY=VALUE
+environment files that systemd reads without quoting, and in PATH. A leading colon, an empty
+component or a relative part there means "the current directory" to PATH and a different file to
+systemd; a directory the roles re-group (group sglang) must not be one the system shares.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.module_utils.parsing.convert_bool import boolean
+
+# Characters a role-managed path may hold: safe unquoted in unit files, env files and PATH.
+PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
+PATH_CHARS_TEXT = "letters, digits and . _ + @ - /"
+
+# Directories the system shares: a role must never own, re-group or chmod them, nor write its own
+# environment files straight into them. Their subdirectories named for the collection are fine
+# (/etc/sglang, /opt/sglang, /var/lib/sglang). Sources: the Filesystem Hierarchy Standard 3.0 and
+# the directories systemd and Debian/Ubuntu/RHEL packages manage.
+SYSTEM_DIRS = frozenset("""
+/ /bin /boot /dev /etc /etc/default /etc/profile.d /etc/systemd /etc/systemd/system /etc/sysconfig
+/etc/ssl /etc/ssl/certs /etc/apt /home /lib /lib32 /lib64 /libx32 /lost+found /media /mnt /opt /proc
+/root /run /sbin /snap /srv /sys /tmp /usr /usr/bin /usr/include /usr/lib /usr/lib64 /usr/libexec
+/usr/local /usr/local/bin /usr/local/include /usr/local/lib /usr/local/sbin /usr/local/share /usr/sbin
+/usr/share /usr/src /var /var/cache /var/lib /var/local /var/log /var/opt /var/spool /var/tmp
+/var/mail /var/run /var/lock
+""".split())
+# Trees that are not files on a disk: nothing of the roles belongs under them.
+PSEUDO_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/")
+
+# Environment variables the roles set for every unit (the cuda_toolkit and flashinfer roles' env
+# files, the sglang_services role's per-service file): a service's own `env` may not set them,
+# since its file is read last and would silently win. Name -> the setting to use instead.
+MANAGED_ENV = {
+    "CUDA_HOME": "cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home)",
+    "CUDA_PATH": "cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home)",
+    "PATH": "nothing: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)",
+    "CUDA_VISIBLE_DEVICES": "the service's cuda_visible_devices",
+    "FLASHINFER_CUDA_ARCH_LIST": "sglang_node_gpu_archs (or flashinfer_cuda_archs)",
+    "FLASHINFER_WORKSPACE_BASE": "sglang_node_home (or flashinfer_workspace_base)",
+    # Kernel caches: the roles keep them under the service user's home, where they survive a restart.
+    "TRITON_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
+    "TRITON_HOME": "sglang_node_home (the roles keep the kernel caches there)",
+    "TORCHINDUCTOR_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
+    "DG_JIT_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
+    "SGLANG_DG_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
+    "HOME": "sglang_node_home",
+}
+# Every FLASHINFER_* variable is the flashinfer role's (FLASHINFER_JIT_VERBOSE makes debug builds).
+MANAGED_ENV_PREFIXES = {"FLASHINFER_": "the flashinfer role's variables (flashinfer_*)"}
+
+
+def path_problem(name, value):
+    """Why `value` is not an absolute, normalised path for variable `name`; None when it is."""
+    if not isinstance(value, str) or not value:
+        return "%s must be an absolute path, got %r" % (name, value)
+    if not value.startswith("/"):
+        return "%s must be an absolute path (start with /), got %r" % (name, value)
+    if value != "/" and value.endswith("/"):
+        return "%s must not end with / (got %r); write %r" % (name, value, value.rstrip("/"))
+    parts = value.split("/")[1:]
+    if value != "/" and "" in parts:
+        return "%s has an empty component (//) in %r" % (name, value)
+    if "." in parts or ".." in parts:
+        return "%s must be normalised, without . or .. components, got %r" % (name, value)
+    if not PATH_CHARS.fullmatch(value):
+        bad = sorted(set(ch for ch in value if not PATH_CHARS.fullmatch(ch)))
+        return "%s holds %s in %r; a path here may hold only %s (':' splits PATH, spaces and newlines break env files)" % (
+            name, ", ".join(repr(ch) for ch in bad), value, PATH_CHARS_TEXT)
+    return None
+
+
+def dedicated_dir_problem(name, value):
+    """Why `value` cannot be a directory the roles own or re-group; None when it can."""
+    problem = path_problem(name, value)
+    if problem:
+        return problem
+    if value in SYSTEM_DIRS:
+        return ("%s is %s, a directory the system shares; the roles would take it over (owner, group, mode). "
+                "Use a directory of its own, e.g. %s/sglang" % (name, value, value.rstrip("/")))
+    tree = next((tree for tree in PSEUDO_TREES if value.startswith(tree)), None)
+    if tree:
+        return "%s is %s, under %s (not kept on disk, or cleared); use a directory of its own" % (name, value, tree)
+    return None
+
+
+def env_file_problem(name, value):
+    """Why `value` cannot be an environment file the roles write; None when it can. The role owns
+    and re-groups the file's directory (group of the service user, so the units can read it), so
+    that directory must be a dedicated one, never /etc or /etc/default."""
+    problem = path_problem(name, value)
+    if problem:
+        return problem
+    directory = value.rsplit("/", 1)[0] or "/"
+    if dedicated_dir_problem(name, directory):
+        return ("%s is %s, a file in %s: the role owns and re-groups its env file's directory, and %s is not "
+                "its own; put the file in a directory of its own, e.g. /etc/sglang/%s"
+                % (name, value, directory, directory, value.rsplit("/", 1)[1]))
+    return None
+
+
+def managed_env_problem(where, key):
+    """Why a service's env may not set `key`; None when it may."""
+    use = MANAGED_ENV.get(key)
+    if use is None:
+        use = next((text for prefix, text in MANAGED_ENV_PREFIXES.items() if key.startswith(prefix)), None)
+    if use is None:
+        return None
+    return "%s: env %s is managed by the roles; set %s instead" % (where, key, use)
+
+
+def as_bool(value):
+    """True/False for a boolean as operators pass one (true/false, yes/no, on/off, 1/0, from -e or
+    an inventory string), by Ansible's own rule (module_utils.parsing.convert_bool, the one the
+    argument specs' bool type uses); ValueError for anything else."""
+    try:
+        return boolean(value, strict=True)
+    except TypeError as exc:
+        raise ValueError("%r is not a boolean (use true or false)" % (value,)) from exc
+
+
+def bool_problem(name, value):
+    """Why `value` is not a boolean for variable `name`; None when it is one."""
+    try:
+        as_bool(value)
+    except ValueError as exc:
+        return "%s: %s" % (name, exc)
+    return None

@@ -1,0 +1,121 @@
+"""The input checks every role's preflight shares (module_utils/preflight.py): paths, dedicated
+directories, env files, role-managed environment variables, booleans as operators pass them."""
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.filter import preflight as filters
+from ansible_collections.blackwell.sglang.plugins.module_utils import preflight
+
+GOOD_PATHS = ["/opt/cuda", "/opt/cuda/13.0.2", "/var/lib/sglang", "/etc/sglang/flashinfer.env", "/usr/bin/python3",
+              "/srv/models/Kimi-K2.5+eagle3@v2", "/"]
+
+
+@pytest.mark.parametrize("value", GOOD_PATHS)
+def test_absolute_normalised_paths_pass(value):
+    assert preflight.path_problem("v", value) is None
+
+
+@pytest.mark.parametrize("value,message", [
+    (":/opt/cuda", "cuda_toolkit_pip_prefix must be an absolute path (start with /), got ':/opt/cuda'"),
+    ("opt/cuda", "cuda_toolkit_pip_prefix must be an absolute path (start with /), got 'opt/cuda'"),
+    ("", "cuda_toolkit_pip_prefix must be an absolute path, got ''"),
+    (None, "cuda_toolkit_pip_prefix must be an absolute path, got None"),
+    (["/opt"], "cuda_toolkit_pip_prefix must be an absolute path, got ['/opt']"),
+    ("/opt/cuda/", "cuda_toolkit_pip_prefix must not end with / (got '/opt/cuda/'); write '/opt/cuda'"),
+    ("//opt/cuda", "cuda_toolkit_pip_prefix has an empty component (//) in '//opt/cuda'"),
+    ("/opt//cuda", "cuda_toolkit_pip_prefix has an empty component (//) in '/opt//cuda'"),
+    ("/opt/../cuda", "cuda_toolkit_pip_prefix must be normalised, without . or .. components, got '/opt/../cuda'"),
+    ("/opt/./cuda", "cuda_toolkit_pip_prefix must be normalised, without . or .. components, got '/opt/./cuda'"),
+    ("/opt/cuda\n", "cuda_toolkit_pip_prefix holds '\\n' in '/opt/cuda\\n'; a path here may hold only letters, digits "
+                    "and . _ + @ - / (':' splits PATH, spaces and newlines break env files)"),
+    ("/opt/cuda:/usr", "cuda_toolkit_pip_prefix holds ':' in '/opt/cuda:/usr'"),
+    ("/opt/my cuda", "cuda_toolkit_pip_prefix holds ' ' in '/opt/my cuda'"),
+    ("/opt/cu$da%i", "cuda_toolkit_pip_prefix holds '$', '%' in '/opt/cu$da%i'"),
+])
+def test_bad_paths_name_the_variable_and_the_fault(value, message):
+    assert preflight.path_problem("cuda_toolkit_pip_prefix", value).startswith(message)
+
+
+@pytest.mark.parametrize("value", ["/", "/etc", "/etc/default", "/etc/systemd/system", "/usr", "/usr/local/lib", "/var",
+                                   "/var/lib", "/opt", "/home", "/root", "/srv", "/var/log"])
+def test_system_directories_are_refused_as_dedicated(value):
+    problem = preflight.dedicated_dir_problem("sglang_services_env_dir", value)
+    assert problem == ("sglang_services_env_dir is %s, a directory the system shares; the roles would take it over "
+                       "(owner, group, mode). Use a directory of its own, e.g. %s/sglang" % (value, value.rstrip("/")))
+
+
+@pytest.mark.parametrize("value,tree", [("/tmp/sglang", "/tmp/"), ("/run/sglang", "/run/"), ("/proc/x", "/proc/"),
+                                        ("/var/tmp/cache", "/var/tmp/"), ("/dev/shm/x", "/dev/")])
+def test_pseudo_and_scratch_trees_are_refused_as_dedicated(value, tree):
+    assert preflight.dedicated_dir_problem("v", value) == (
+        "v is %s, under %s (not kept on disk, or cleared); use a directory of its own" % (value, tree))
+
+
+@pytest.mark.parametrize("value", ["/etc/sglang", "/opt/sglang", "/var/lib/sglang", "/usr/local/lib/blackwell-sglang",
+                                   "/home/sglang", "/data", "/srv/sglang/venvs"])
+def test_dedicated_directories_pass(value):
+    assert preflight.dedicated_dir_problem("v", value) is None
+
+
+def test_dedicated_check_checks_the_path_first():
+    assert preflight.dedicated_dir_problem("v", "/etc/") == "v must not end with / (got '/etc/'); write '/etc'"
+
+
+@pytest.mark.parametrize("value,directory", [("/etc/default/flashinfer", "/etc/default"), ("/etc/flashinfer.env", "/etc"),
+                                             ("/flashinfer.env", "/"), ("/tmp/flashinfer.env", "/tmp")])
+def test_env_files_in_shared_directories_are_refused(value, directory):
+    name = value.rsplit("/", 1)[1]
+    assert preflight.env_file_problem("flashinfer_env_file", value) == (
+        "flashinfer_env_file is %s, a file in %s: the role owns and re-groups its env file's directory, and %s is "
+        "not its own; put the file in a directory of its own, e.g. /etc/sglang/%s" % (value, directory, directory, name))
+
+
+def test_env_files_in_own_directories_pass_and_bad_paths_fail_as_paths():
+    assert preflight.env_file_problem("f", "/etc/sglang/flashinfer.env") is None
+    assert preflight.env_file_problem("f", "/etc/flashinfer/flashinfer.env") is None
+    assert preflight.env_file_problem("f", "etc/sglang/x.env") == "f must be an absolute path (start with /), got 'etc/sglang/x.env'"
+
+
+@pytest.mark.parametrize("key,use", [
+    ("CUDA_HOME", "cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home)"),
+    ("PATH", "nothing: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)"),
+    ("FLASHINFER_CUDA_ARCH_LIST", "sglang_node_gpu_archs (or flashinfer_cuda_archs)"),
+    ("FLASHINFER_JIT_VERBOSE", "the flashinfer role's variables (flashinfer_*)"),
+    ("CUDA_VISIBLE_DEVICES", "the service's cuda_visible_devices"),
+    ("TORCHINDUCTOR_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
+    ("TRITON_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
+])
+def test_role_managed_environment_is_refused_with_what_to_set(key, use):
+    assert preflight.managed_env_problem("sglang_services_eagle3", key) == (
+        "sglang_services_eagle3: env %s is managed by the roles; set %s instead" % (key, use))
+
+
+@pytest.mark.parametrize("key", ["HF_TOKEN", "NCCL_DEBUG", "SGLANG_LOG_LEVEL", "CUDA_LAUNCH_BLOCKING", "PATHS", "MY_FLASHINFER_X"])
+def test_the_services_own_environment_passes(key):
+    assert preflight.managed_env_problem("s", key) is None
+
+
+@pytest.mark.parametrize("value,expected", [
+    (True, True), (False, False), ("true", True), ("false", False), ("True", True), ("FALSE", False), ("yes", True),
+    ("no", False), ("on", True), ("off", False), ("1", True), ("0", False), (1, True), (0, False),
+])
+def test_booleans_as_operators_pass_them(value, expected):
+    assert preflight.as_bool(value) is expected
+    assert preflight.bool_problem("sglang_venv_rollback", value) is None
+
+
+@pytest.mark.parametrize("value", ["maybe", "", None, 2, "ture", [], "true\n "[:5] + "x"])
+def test_non_booleans_are_refused_naming_the_variable(value):
+    with pytest.raises(ValueError):
+        preflight.as_bool(value)
+    assert preflight.bool_problem("sglang_venv_rollback", value) == (
+        "sglang_venv_rollback: %r is not a boolean (use true or false)" % (value,))
+
+
+def test_filters_report_every_bad_variable_at_once():
+    mapping = {"a": "/opt/x", "b": ":/opt", "c": "/etc"}
+    assert filters.path_problems(mapping) == ["b must be an absolute path (start with /), got ':/opt'"]
+    assert [p.split(" ")[0] for p in filters.path_problems(mapping, dedicated=True)] == ["b", "c"]
+    assert filters.env_file_problems({"f": "/etc/sglang/f.env", "g": "/etc/default/g"})[0].startswith("g is /etc/default/g")
+    assert filters.bool_problems({"x": "true", "y": "nope", "z": False}) == ["y: 'nope' is not a boolean (use true or false)"]
+    assert set(filters.FilterModule().filters()) == {"path_problems", "env_file_problems", "bool_problems"}

@@ -1,0 +1,254 @@
+"""The roles' host-side helpers fail in one line that names the cause and the fix: never a traceback.
+
+Each runs as the role runs it (a fresh interpreter or /bin/sh, its argument as the task passes it);
+every case asserts the exact stderr, that it holds no "Traceback", and the exit status. The helpers:
+roles/sglang_venv/files/host_python.py and venv_facts.py (ansible.builtin.script), roles/sglang_services/
+files/validate_args.py (ansible.builtin.script) and verify-unit.sh (the unit template's validate:), and
+roles/flashinfer/files/flashinfer_arch_shim.py (imported by FlashInfer's __init__.py).
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles")
+HOST_PYTHON = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "host_python.py"))
+VENV_FACTS = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "venv_facts.py"))
+VALIDATE_ARGS = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "validate_args.py"))
+VERIFY_UNIT = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "verify-unit.sh"))
+SHIM = os.path.abspath(os.path.join(ROLES, "flashinfer", "files", "flashinfer_arch_shim.py"))
+
+
+def run(argv, env=None, cwd=None):
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **(env or {})), cwd=cwd, check=False)
+    assert "Traceback" not in proc.stderr
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def run_script_patched(script, patch, *args, env=None):
+    """`script` as __main__ in a fresh interpreter, after `patch` (Python source) stands in for the host."""
+    code = "import runpy, sys\n%s\nsys.argv = [%r] + %r\nrunpy.run_path(%r, run_name='__main__')\n" % (
+        patch, script, list(args), script)
+    return run([sys.executable, "-c", code], env=env)
+
+
+# ---- host_python.py (sglang_venv preflight: what is this interpreter?) ------------------------------
+
+GLIBC_FIX = "SGLang's wheels are manylinux; set sglang_venv_python to an interpreter of a glibc system"
+
+
+@pytest.mark.parametrize("patch, rc, err", [
+    ("import os\ndef confstr(name):\n    raise ValueError('unrecognized configuration name')\nos.confstr = confstr", 1,
+     "host_python: error: this host's C library is not glibc (os.confstr('CS_GNU_LIBC_VERSION'): unrecognized "
+     "configuration name): " + GLIBC_FIX + "\n"),
+    ("import os\nos.confstr = lambda name: 'glibc 2'", 1,
+     "host_python: error: cannot read the glibc version 'glibc 2' of this host: set sglang_venv_python to an interpreter "
+     "of a glibc system (SGLang's wheels are manylinux)\n"),
+    ("import platform\ndef machine():\n    raise RuntimeError('uname\\nfailed')\nplatform.machine = machine", 1,
+     "host_python: error: unexpected RuntimeError: uname failed\n"),
+])
+def test_host_python_fails_in_one_line(patch, rc, err):
+    assert run_script_patched(HOST_PYTHON, patch) == (rc, "", err)
+
+
+def test_host_python_still_describes_a_glibc_interpreter():
+    rc, out, err = run_script_patched(HOST_PYTHON, "import os, platform\nos.confstr = lambda name: 'glibc 2.17'\n"
+                                                   "platform.machine = lambda: 'x86_64'")
+    assert (rc, err) == (0, "")
+    info = json.loads(out)
+    assert info["libc"] == "glibc 2.17"
+    assert info["platforms"][:4] == ["linux_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_16_x86_64"]
+    assert info["platforms"][-2:] == ["manylinux_2_5_x86_64", "manylinux1_x86_64"]
+
+
+# ---- venv_facts.py (sglang_venv facts: versions read from the venv) ---------------------------------
+
+def venv_fix():
+    return ("remove the venv %s and re-run site.yml (it builds it again), or roll back to the previous one "
+            "(sglang_venv_rollback: true)" % os.path.realpath(sys.prefix))
+
+
+@pytest.mark.parametrize("case, rc, err", [
+    ("version.py is a directory", 1, "venv_facts: error: cannot read torch's CUDA version from {version} (Is a directory): {fix}\n"),
+    ("version.py is not text", 1, "venv_facts: error: cannot read torch's CUDA version from {version} ('utf-8' codec can't "
+                                  "decode byte 0xff in position 0: invalid start byte): {fix}\n"),
+    ("no version.py", 0, ""),
+    ("a CUDA build", 0, ""),
+])
+def test_venv_facts_fails_in_one_line(tmp_path, case, rc, err):
+    torch = tmp_path / "torch"
+    torch.mkdir()
+    (torch / "__init__.py").write_text("raise ImportError('venv_facts must not import torch')\n")
+    version = torch / "version.py"
+    if case == "version.py is a directory":
+        version.mkdir()
+    elif case == "version.py is not text":
+        version.write_bytes(b"\xffcuda = '13.0'\n")
+    elif case == "a CUDA build":
+        version.write_text("__version__ = '2.9.1'\ncuda: Optional[str] = '13.0'\n")
+    got = run([sys.executable, VENV_FACTS], env={"PYTHONPATH": str(tmp_path)})
+    assert got[0::2] == (rc, err.format(version=version, fix=venv_fix()))
+    if rc == 0:
+        assert json.loads(got[1])["torch_cuda"] == ("13.0" if case == "a CUDA build" else None)
+    else:
+        assert got[1] == ""
+
+
+@pytest.mark.parametrize("patch, err", [
+    ("import importlib.util\ndef find_spec(name):\n    raise ValueError('torch.__spec__ is None')\n"
+     "importlib.util.find_spec = find_spec",
+     "venv_facts: error: cannot locate torch in {prefix} (ValueError: torch.__spec__ is None): {fix}\n"),
+    ("from importlib import metadata\ndef version(dist):\n    raise TypeError('expected str,\\n got NoneType')\n"
+     "metadata.version = version",
+     "venv_facts: error: cannot read the installed version of sglang (TypeError: expected str, got NoneType): {fix}\n"),
+    ("from importlib import metadata\ndef version(dist):\n    raise KeyError(dist)\nmetadata.version = version",
+     "venv_facts: error: unexpected KeyError: 'sglang'\n"),
+])
+def test_venv_facts_what_it_did_not_expect_is_one_line_too(patch, err):
+    assert run_script_patched(VENV_FACTS, patch) == (1, "", err.format(prefix=sys.prefix, fix=venv_fix()))
+
+
+# ---- validate_args.py (sglang_services: SGLang's own parser on the units' arguments) ---------------
+
+USAGE = "usage: validate_args.py '{\"<service>\": [\"--flag\", \"value\", ...], ...}' (the sglang_services role passes it)"
+SGLANG_SERVER_ARGS = '''
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        %s
+'''
+
+
+@pytest.mark.parametrize("args, server_args, rc, err", [
+    ([], None, 2, "validate_args.py: expected one JSON argument, got 0; " + USAGE + "\n"),
+    (["{}", "{}"], None, 2, "validate_args.py: expected one JSON argument, got 2; " + USAGE + "\n"),
+    (["{'eagle3': []}"], None, 2, "validate_args.py: the argument is not JSON (Expecting property name enclosed in double "
+                                  "quotes: line 1 column 2 (char 1)); " + USAGE + "\n"),
+    (['["--port", "1"]'], None, 2, "validate_args.py: the argument must be a JSON object of service name -> list of "
+                                   "strings; " + USAGE + "\n"),
+    (['{"eagle3": "--port 1"}'], None, 2, "validate_args.py: the argument must be a JSON object of service name -> list "
+                                          "of strings; " + USAGE + "\n"),
+    (['{"eagle3": []}'], "raise OSError('libcudart.so.13: cannot open shared object file')", 1,
+     "cannot import SGLang's server arguments (OSError: libcudart.so.13: cannot open shared object file): reinstall the "
+     "venv (re-run site.yml)\n"),
+    (['{"eagle3": []}'], "raise RuntimeError('CUDA\\ninitialization failed')", 1,
+     "cannot import SGLang's server arguments (RuntimeError: CUDA initialization failed): reinstall the venv "
+     "(re-run site.yml)\n"),
+    (['{"eagle3": []}'], SGLANG_SERVER_ARGS % "raise KeyError('port')", 1, "validate_args.py: unexpected KeyError: 'port'\n"),
+    (['{"eagle3": ["--port", "1"]}'], SGLANG_SERVER_ARGS % 'parser.add_argument("--port", type=int)', 0, ""),
+])
+def test_validate_args_fails_in_one_line(tmp_path, args, server_args, rc, err):
+    (tmp_path / "sglang" / "srt").mkdir(parents=True)
+    (tmp_path / "sglang" / "__init__.py").write_text('__version__ = "0.5.23"\n')
+    (tmp_path / "sglang" / "srt" / "__init__.py").write_text("")
+    (tmp_path / "sglang" / "srt" / "server_args.py").write_text(server_args or "raise AssertionError('not reached')\n")
+    got = run([sys.executable, VALIDATE_ARGS] + args, env={"PYTHONPATH": str(tmp_path)})
+    assert got[0::2] == (rc, err)
+    if rc == 0:
+        assert json.loads(got[1]) == {"sglang": "0.5.23", "services": {"eagle3": 2}}
+    else:
+        assert got[1] == ""
+
+
+# ---- verify-unit.sh (sglang_services: the unit template's validate:) --------------------------------
+
+SYSTEMD_ANALYZE = "#!/bin/sh\n%s\n"
+
+
+@pytest.fixture
+def tools(tmp_path):
+    """A PATH with the tools verify-unit.sh uses, and no systemd-analyze until a test writes one."""
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    for tool in ("mktemp", "cp", "rm"):
+        for prefix in ("/usr/bin", "/bin"):
+            if os.path.exists(os.path.join(prefix, tool)):
+                os.symlink(os.path.join(prefix, tool), str(directory / tool))
+                break
+    return directory
+
+
+def unit(tmp_path):
+    path = tmp_path / "rendered.service"
+    path.write_text("[Service]\nExecStart=/bin/true\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("case, rc, err", [
+    ("no arguments", 2, "verify-unit.sh: usage: verify-unit.sh FILE UNIT-NAME (got 0 arguments): the unit template's "
+                        "validate: passes both\n"),
+    ("missing file", 2, "verify-unit.sh: cannot read the rendered unit {tmp}/gone.service (missing or unreadable): run it "
+                        "as root, as the template task does\n"),
+    ("no systemd-analyze", 2, "verify-unit.sh: systemd-analyze not found on PATH={bin}: install systemd (its package "
+                              "provides systemd-analyze)\n"),
+    ("no scratch directory", 2, "verify-unit.sh: cannot create a scratch directory with mktemp -d: check "
+                                "TMPDIR={tmp}/gone (writable, not full)\n"),
+    ("systemd complains", 1, "systemd-analyze verify sglang-eagle3.service failed (rc=0):\n"
+                             "sglang-eagle3.service:2: Unknown key name 'Bogus'\n"),
+    ("systemd accepts", 0, ""),
+])
+def test_verify_unit_fails_in_one_line(tmp_path, tools, case, rc, err):
+    args = [unit(tmp_path), "sglang-eagle3.service"]
+    env = {"PATH": str(tools)}
+    if case == "no arguments":
+        args = []
+    elif case == "missing file":
+        args[0] = str(tmp_path / "gone.service")
+    elif case == "no scratch directory":
+        env["TMPDIR"] = str(tmp_path / "gone")
+    if case != "no systemd-analyze":
+        said = "echo \"sglang-eagle3.service:2: Unknown key name 'Bogus'\" >&2" if case == "systemd complains" else "exit 0"
+        (tools / "systemd-analyze").write_text(SYSTEMD_ANALYZE % said)
+        (tools / "systemd-analyze").chmod(0o755)
+    got = run(["/bin/sh", VERIFY_UNIT] + args, env=env)
+    assert got == (rc, "", err.format(tmp=tmp_path, bin=tools))
+
+
+# ---- flashinfer_arch_shim.py (FlashInfer 0.2.0-0.3.0: torch's arch flags from FLASHINFER_CUDA_ARCH_LIST) --
+
+@pytest.fixture
+def torch_without(monkeypatch):
+    """A torch whose cpp_extension has (or, after `del`, lacks) _get_cuda_arch_flags."""
+    cpp_ext = types.ModuleType("torch.utils.cpp_extension")
+    cpp_ext._get_cuda_arch_flags = lambda cflags=None: ["-gencode=arch=compute_90,code=sm_90"]
+    utils = types.ModuleType("torch.utils")
+    utils.cpp_extension = cpp_ext
+    torch = types.ModuleType("torch")
+    torch.utils = utils
+    for name, module in (("torch", torch), ("torch.utils", utils), ("torch.utils.cpp_extension", cpp_ext)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST", raising=False)
+    return cpp_ext
+
+
+def load_shim():
+    spec = importlib.util.spec_from_file_location("flashinfer._blackwell_sglang_arch", SHIM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shim_for_a_torch_without_the_function_is_one_import_error(torch_without):
+    del torch_without._get_cuda_arch_flags
+    with pytest.raises(ImportError) as info:
+        load_shim()
+    assert str(info.value) == (
+        "blackwell.sglang arch patch: this torch has no torch.utils.cpp_extension._get_cuda_arch_flags to answer from "
+        "FLASHINFER_CUDA_ARCH_LIST; install FlashInfer >= 0.3.1, which reads the list itself (set "
+        "sglang_venv_flashinfer_version, re-run site.yml)")
+
+
+@pytest.mark.parametrize("listed, bad", [("sm120", "sm120"), ("12.0a 12", "12")])
+def test_shim_names_the_entry_it_cannot_read_and_the_fix(torch_without, monkeypatch, listed, bad):
+    load_shim()
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", listed)
+    with pytest.raises(ValueError) as info:
+        torch_without._get_cuda_arch_flags()
+    assert str(info.value) == (
+        "FLASHINFER_CUDA_ARCH_LIST: cannot read %r (expected e.g. 12.0a or 10.3a): fix it where it is set (the "
+        "flashinfer role writes it from flashinfer_cuda_archs; re-run site.yml)" % bad)
