@@ -131,3 +131,25 @@ def test_torch_archs_follow_the_shim(torch_ext, monkeypatch):
     load_shim()
     monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "12.0a 10.3a")
     assert fj.FlashInferCache._torch_archs() == {(12, "0a"), (10, "3a")}
+
+
+# One line naming the cause and the fix, never a traceback (the import and the unit journal show it).
+def test_shim_for_a_torch_ext_the_function_is_one_import_error(torch_ext):
+    del torch_ext._get_cuda_arch_flags
+    with pytest.raises(ImportError) as info:
+        load_shim()
+    assert str(info.value) == (
+        "blackwell.sglang arch patch: this torch has no torch.utils.cpp_extension._get_cuda_arch_flags to answer from "
+        "FLASHINFER_CUDA_ARCH_LIST; install FlashInfer >= 0.3.1, which reads the list itself (set "
+        "sglang_venv_flashinfer_version, re-run site.yml)")
+
+
+@pytest.mark.parametrize("listed, bad", [("sm120", "sm120"), ("12.0a 12", "12")])
+def test_shim_names_the_entry_it_cannot_read_and_the_fix(torch_ext, monkeypatch, listed, bad):
+    load_shim()
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", listed)
+    with pytest.raises(ValueError) as info:
+        torch_ext._get_cuda_arch_flags()
+    assert str(info.value) == (
+        "FLASHINFER_CUDA_ARCH_LIST: cannot read %r (expected e.g. 12.0a or 10.3a): fix it where it is set (the "
+        "flashinfer role writes it from flashinfer_cuda_archs; re-run site.yml)" % bad)

@@ -3,16 +3,14 @@
 Each runs as the role runs it (a fresh interpreter or /bin/sh, its argument as the task passes it);
 every case asserts the exact stderr, that it holds no "Traceback", and the exit status. The helpers:
 roles/sglang_venv/files/host_python.py and venv_facts.py (ansible.builtin.script), roles/sglang_services/
-files/validate_args.py (ansible.builtin.script) and verify-unit.sh (the unit template's validate:), and
-roles/flashinfer/files/flashinfer_arch_shim.py (imported by FlashInfer's __init__.py).
+files/validate_args.py (ansible.builtin.script) and verify-unit.sh (the unit template's validate:).
+roles/flashinfer/files/flashinfer_arch_shim.py has its own file (test_flashinfer_arch_shim.py).
 """
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -21,7 +19,6 @@ HOST_PYTHON = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "host_
 VENV_FACTS = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "venv_facts.py"))
 VALIDATE_ARGS = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "validate_args.py"))
 VERIFY_UNIT = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "verify-unit.sh"))
-SHIM = os.path.abspath(os.path.join(ROLES, "flashinfer", "files", "flashinfer_arch_shim.py"))
 
 
 def run(argv, env=None, cwd=None):
@@ -210,45 +207,3 @@ def test_verify_unit_fails_in_one_line(tmp_path, tools, case, rc, err):
 
 
 # ---- flashinfer_arch_shim.py (FlashInfer 0.2.0-0.3.0: torch's arch flags from FLASHINFER_CUDA_ARCH_LIST) --
-
-@pytest.fixture
-def torch_without(monkeypatch):
-    """A torch whose cpp_extension has (or, after `del`, lacks) _get_cuda_arch_flags."""
-    cpp_ext = types.ModuleType("torch.utils.cpp_extension")
-    cpp_ext._get_cuda_arch_flags = lambda cflags=None: ["-gencode=arch=compute_90,code=sm_90"]
-    utils = types.ModuleType("torch.utils")
-    utils.cpp_extension = cpp_ext
-    torch = types.ModuleType("torch")
-    torch.utils = utils
-    for name, module in (("torch", torch), ("torch.utils", utils), ("torch.utils.cpp_extension", cpp_ext)):
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST", raising=False)
-    return cpp_ext
-
-
-def load_shim():
-    spec = importlib.util.spec_from_file_location("flashinfer._blackwell_sglang_arch", SHIM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_shim_for_a_torch_without_the_function_is_one_import_error(torch_without):
-    del torch_without._get_cuda_arch_flags
-    with pytest.raises(ImportError) as info:
-        load_shim()
-    assert str(info.value) == (
-        "blackwell.sglang arch patch: this torch has no torch.utils.cpp_extension._get_cuda_arch_flags to answer from "
-        "FLASHINFER_CUDA_ARCH_LIST; install FlashInfer >= 0.3.1, which reads the list itself (set "
-        "sglang_venv_flashinfer_version, re-run site.yml)")
-
-
-@pytest.mark.parametrize("listed, bad", [("sm120", "sm120"), ("12.0a 12", "12")])
-def test_shim_names_the_entry_it_cannot_read_and_the_fix(torch_without, monkeypatch, listed, bad):
-    load_shim()
-    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", listed)
-    with pytest.raises(ValueError) as info:
-        torch_without._get_cuda_arch_flags()
-    assert str(info.value) == (
-        "FLASHINFER_CUDA_ARCH_LIST: cannot read %r (expected e.g. 12.0a or 10.3a): fix it where it is set (the "
-        "flashinfer role writes it from flashinfer_cuda_archs; re-run site.yml)" % bad)
