@@ -73,9 +73,11 @@ fi
 grep -q "is not a full X.Y.Z version" <<<"$out" || { echo "$out" >&2; exit 1; }
 # Check mode changes nothing on this machine: every path the role would write, to full depth, and
 # the installed packages (tests/fingerprint.sh, the same "nothing changed" as the Molecule tests).
-touched=("$tmp/opt-cuda" /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d /etc/apt/sources.list.d)
+# The prefix is one that does not exist, outside /tmp (the preflight refuses a CUDA home there).
+prefix="/var/lib/bsg-check-build-$$/cuda"
+touched=("$(dirname "$prefix")" /etc/default/cuda-toolkit /etc/profile.d/cuda.sh /etc/apt/preferences.d /etc/apt/sources.list.d)
 "$BSG_ROOT/tests/fingerprint.sh" "${touched[@]}" > "$tmp/before"
-out="$(ansible-playbook --check play.yml -e cuda_toolkit_pip_prefix="$tmp/opt-cuda" 2>&1)" || { echo "$out" >&2; exit 1; }
+out="$(ansible-playbook --check play.yml -e cuda_toolkit_pip_prefix="$prefix" 2>&1)" || { echo "$out" >&2; exit 1; }
 grep -q "failed=0" <<<"$out" || { echo "$out" >&2; exit 1; }
 "$BSG_ROOT/tests/fingerprint.sh" "${touched[@]}" > "$tmp/after"
 diff "$tmp/before" "$tmp/after" >&2 || { echo "check mode changed this machine (above)" >&2; exit 1; }

@@ -51,7 +51,8 @@ MANAGED_ENV = {
     "TRITON_HOME": "sglang_node_home (the roles keep the kernel caches there)",
     "TORCHINDUCTOR_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
     "DG_JIT_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
-    "SGLANG_DG_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
+    "SGLANG_DG_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",  # SGLang sets DG_JIT_CACHE_DIR from it
+    "TRTLLM_DG_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",  # FlashInfer's TRT-LLM DeepGEMM
     "HOME": "sglang_node_home",
 }
 # Every FLASHINFER_* variable is the flashinfer role's (FLASHINFER_JIT_VERBOSE makes debug builds).

@@ -84,6 +84,10 @@ def test_env_files_in_own_directories_pass_and_bad_paths_fail_as_paths():
     ("CUDA_VISIBLE_DEVICES", "the service's cuda_visible_devices"),
     ("TORCHINDUCTOR_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
     ("TRITON_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
+    ("SGLANG_DG_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
+    ("DG_JIT_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
+    ("TRTLLM_DG_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
+    ("HOME", "sglang_node_home"),
 ])
 def test_role_managed_environment_is_refused_with_what_to_set(key, use):
     assert preflight.managed_env_problem("sglang_services_eagle3", key) == (
