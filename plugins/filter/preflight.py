@@ -17,8 +17,8 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import 
 )
 
 
-def _checked(mapping, check, *args):
-    return [problem for problem in (check(name, value, *args) for name, value in mapping.items()) if problem]
+def _checked(mapping, check):
+    return [problem for problem in (check(name, value) for name, value in mapping.items()) if problem]
 
 
 def path_problems(mapping, dedicated=False):

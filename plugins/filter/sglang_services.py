@@ -36,7 +36,8 @@ def _set(value):
 
 
 def _on(value):
-    """A boolean setting as operators write it ("true", "no", ...); problems report a non-boolean."""
+    """A boolean setting as operators write it ("true", "no", ...); unset (None) is off. Problems
+    report a value that is not a boolean; here it renders as off."""
     try:
         return as_bool(value)
     except ValueError:
@@ -62,7 +63,7 @@ def sglang_service_argv(settings, name):
         argv += ["--mem-fraction-static", str(settings["mem_fraction_static"])]
     if _set(settings.get("attention_backend")):
         argv += ["--attention-backend", str(settings["attention_backend"])]
-    if _on(settings.get("enable_dp_attention", False)):
+    if _on(settings.get("enable_dp_attention")):
         argv += ["--enable-dp-attention"]
     if name == "eagle3":
         argv += ["--speculative-algorithm", "EAGLE3",
@@ -194,9 +195,10 @@ def sglang_services_problems(settings_by_name, active):
             problems.append("%s: env must be a dict of VARIABLE: value" % where)
         else:
             problems += [problem for problem in (managed_env_problem(where, str(key)) for key in sorted(env)) if problem]
-        flag = bool_problem("%s: enable_dp_attention" % where, settings.get("enable_dp_attention", False))
-        if flag:
-            problems.append(flag)
+        if settings.get("enable_dp_attention") is not None:
+            flag = bool_problem("%s: enable_dp_attention" % where, settings["enable_dp_attention"])
+            if flag:
+                problems.append(flag)
         if name in ("eagle3", "dflash") and not _set(settings.get("draft_model_path")):
             label = "EAGLE-3" if name == "eagle3" else "DFlash"
             problems.append("%s: %s needs draft_model_path (the draft model)" % (where, label))
@@ -210,7 +212,7 @@ def sglang_services_problems(settings_by_name, active):
                 if not _int_in(settings[key], 1):
                     problems.append("%s: %s must be an integer >= 1, got %r" % (where, key, settings[key]))
         if name == "dflash":
-            if _on(settings.get("enable_dp_attention", False)):
+            if _on(settings.get("enable_dp_attention")):
                 problems.append("%s: DFlash does not work with DP attention; set enable_dp_attention: false" % where)
             if _int_in(settings.get("pp_size", 1), 2):
                 problems.append("%s: DFlash does not work with pipeline parallelism; pp_size is %s, must be 1"

@@ -91,14 +91,18 @@ def file_problem(exc):
     return "%s: %s: fix that path and run again" % (path, exc.strerror or exc)
 
 
+# The tools FlashInfer's JIT runs: an OSError naming one is about that tool, not a file.
+TOOLS = {"ninja": ninja_problem, "nvcc": nvcc_problem}
+
+
+def tool_name(exc):
+    """The executable an OSError names ('ninja' for '/venv/bin/ninja'); '' when it names none."""
+    return os.path.basename(str(exc.filename or ""))
+
+
 def os_error_reason(exc):
     """One line for an OSError: ninja or nvcc that cannot be started, else the path and its problem."""
-    name = os.path.basename(str(exc.filename)) if exc.filename is not None else ""
-    if name == "ninja":
-        return ninja_problem(exc)
-    if name == "nvcc":
-        return nvcc_problem(exc)
-    return file_problem(exc)
+    return TOOLS.get(tool_name(exc), file_problem)(exc)
 
 
 def read_env_file(path):
@@ -189,8 +193,7 @@ class FlashInferCache:
         except OSError as exc:
             # Importing FlashInfer loads torch's CUDA libraries and may run nvcc (0.7.2 asks it for the
             # CUDA version while it reads FLASHINFER_CUDA_ARCH_LIST).
-            name = os.path.basename(str(exc.filename)) if exc.filename is not None else ""
-            if name in ("ninja", "nvcc"):
+            if tool_name(exc) in TOOLS:
                 raise JitCacheError(os_error_reason(exc)) from exc
             raise JitCacheError(
                 "cannot import flashinfer (%s): reinstall the venv (re-run site.yml)" % os_error_reason(exc)

@@ -13,6 +13,7 @@ systemd; a directory the roles re-group (group sglang) must not be one the syste
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
@@ -86,11 +87,15 @@ def dedicated_dir_problem(name, value):
         return problem
     if value in SYSTEM_DIRS:
         return ("%s is %s, a directory the system shares; the roles would take it over (owner, group, mode). "
-                "Use a directory of its own, e.g. %s/sglang" % (name, value, value.rstrip("/")))
-    tree = next((tree for tree in PSEUDO_TREES if value.startswith(tree)), None)
+                "Use a directory of its own, e.g. %s" % (name, value, posixpath.join(value, "sglang")))
+    tree = _pseudo_tree(value)
     if tree:
         return "%s is %s, under %s (not kept on disk, or cleared); use a directory of its own" % (name, value, tree)
     return None
+
+
+def _pseudo_tree(value):
+    return next((tree for tree in PSEUDO_TREES if value.startswith(tree)), None)
 
 
 def env_file_problem(name, value):
@@ -100,11 +105,11 @@ def env_file_problem(name, value):
     problem = path_problem(name, value)
     if problem:
         return problem
-    directory = value.rsplit("/", 1)[0] or "/"
-    if dedicated_dir_problem(name, directory):
+    directory = posixpath.dirname(value)
+    if directory in SYSTEM_DIRS or _pseudo_tree(directory):
         return ("%s is %s, a file in %s: the role owns and re-groups its env file's directory, and %s is not "
                 "its own; put the file in a directory of its own, e.g. /etc/sglang/%s"
-                % (name, value, directory, directory, value.rsplit("/", 1)[1]))
+                % (name, value, directory, directory, posixpath.basename(value)))
     return None
 
 
@@ -123,7 +128,7 @@ def as_bool(value):
     an inventory string), by Ansible's own rule (module_utils.parsing.convert_bool, the one the
     argument specs' bool type uses); ValueError for anything else."""
     try:
-        return boolean(value, strict=True)
+        return boolean(value)  # strict: anything but a boolean spelling is a TypeError
     except TypeError as exc:
         raise ValueError("%r is not a boolean (use true or false)" % (value,)) from exc
 

@@ -129,6 +129,7 @@ def test_bad_input(over, active, problems):
     {"autoregressive": {"tp_size": "8", "pp_size": 2}}, {"autoregressive": {"mem_fraction_static": 0.99}},
     {"autoregressive": {"mem_fraction_static": "0.5"}}, {"autoregressive": {"cuda_visible_devices": " 0 , 1 "}},
     {"autoregressive": {"extra_args": {"log-level": "info"}, "env": {"HF_TOKEN": "x", "_A1": "y", "hf_home": "/h"}}},
+    {"autoregressive": {"enable_dp_attention": None}}, {"autoregressive": {"enable_dp_attention": "yes"}},
     {"eagle3": {"speculative_num_steps": None, "speculative_eagle_topk": None, "speculative_num_draft_tokens": None}},
     {"dflash": {"pp_size": 1, "dflash_block_size": None}}, {"dflash": {"dflash_block_size": 1}},
 ])
@@ -170,7 +171,8 @@ def test_systemd_exec_quotes_and_escapes():
 
 
 @pytest.mark.parametrize("value,flag", [(True, True), ("true", True), ("yes", True), (False, False), ("false", False),
-                                        ("no", False), ("0", False)])
+                                        ("no", False), ("0", False), (None, False),
+                                        ("maybe", False)])  # not a boolean: problems report it; it renders as off
 def test_enable_dp_attention_as_operators_pass_it(value, flag):
     argv = f.sglang_service_argv({"model_path": "/m", "host": "h", "port": 1, "enable_dp_attention": value}, "autoregressive")
     assert ("--enable-dp-attention" in argv) is flag

@@ -157,6 +157,7 @@ def test_target_key_orders_targets_known_or_not():
     (["12.1"], ["12.0"], "12.1"),              # GB10-like GPU, PRO 6000 inventory
     (["12.0", "10.3"], ["12.0f"], "10.3"),     # a suffixed target covers its base only
     (["10.3", "12.1", "9.0"], ["sm120"], "9.0, 10.3, 12.1"),  # a malformed target covers nothing, sorted as numbers
+    (["12.1"], ["12.0", "10.3"], "12.1"),
 ])
 def test_gpu_coverage_names_the_uncovered_gpus(gpus, archs, missing):
     assert cuda_arch.gpu_coverage_problems(gpus, archs, "cuda_toolkit_target_archs") == [
@@ -165,7 +166,13 @@ def test_gpu_coverage_names_the_uncovered_gpus(gpus, archs, missing):
         % (", ".join(archs), missing)]
 
 
-@pytest.mark.parametrize("gpus,archs", [([], ["12.0"]), (None, []), (["12.0"], ["12.0", "10.3"]), (["10.3"], ["10.3a"])])
+def test_gpu_coverage_without_a_target_list_names_every_gpu():
+    assert cuda_arch.gpu_coverage_problems(["12.0"], None, "x")[0].startswith(
+        "x [] does not cover the GPUs found on this host (compute capability 12.0)")
+
+
+@pytest.mark.parametrize("gpus,archs", [([], ["12.0"]), (None, []), (["12.0"], ["12.0", "10.3"]), (["10.3"], ["10.3a"]),
+                                        (["12.0"], ["sm120", "12.0"])])  # a malformed entry does not hide the next
 def test_gpu_coverage_passes_when_every_gpu_is_a_target(gpus, archs):
     assert cuda_arch.gpu_coverage_problems(gpus, archs, "x") == []
 

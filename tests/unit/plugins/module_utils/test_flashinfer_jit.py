@@ -533,3 +533,54 @@ def test_the_installed_launcher_fails_in_one_line_without_a_traceback(tmp_path, 
                           env=env, cwd=str(tmp_path), check=False)
     assert "Traceback" not in proc.stderr
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", line.format(launcher=launcher) + "\n")
+
+
+def test_ninja_off_an_unset_path_names_the_default_search_path(venv_bin, monkeypatch):
+    # Without PATH a child's exec searches os.defpath; the message names what was searched.
+    monkeypatch.delenv("PATH", raising=False)
+    executable(venv_bin / "ninja")
+    exc = FileNotFoundError(errno.ENOENT, "No such file or directory", "ninja")
+    assert fj.os_error_reason(exc).startswith("ninja not found on PATH=%s (the venv's ninja" % os.defpath)
+
+
+@pytest.mark.parametrize("exc, expected", [
+    # nvcc run while FlashInfer imports (0.7.2 asks it for the CUDA version): the tool's own line.
+    (FileNotFoundError(errno.ENOENT, "No such file or directory", "/opt/cuda/bin/nvcc"),
+     "cannot run /opt/cuda/bin/nvcc (No such file or directory): " + NVCC_FIX),
+    # A library torch loads while FlashInfer imports: the venv is broken.
+    (OSError("libcudart.so.13: cannot open shared object file: No such file or directory"),
+     "cannot import flashinfer (OSError: libcudart.so.13: cannot open shared object file: No such file or directory): "
+     "reinstall the venv (re-run site.yml)"),
+])
+def test_an_os_error_while_flashinfer_imports_is_one_line(monkeypatch, exc, expected):
+    def import_module(name):
+        raise exc
+
+    monkeypatch.setattr(fj.importlib, "import_module", import_module)
+    with pytest.raises(fj.JitCacheError) as info:
+        fj.FlashInferCache()
+    assert str(info.value) == expected
+
+
+def test_ninja_missing_while_flashinfer_imports_is_the_ninja_line(venv_bin, monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+
+    def import_module(name):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", "ninja")
+
+    monkeypatch.setattr(fj.importlib, "import_module", import_module)
+    with pytest.raises(fj.JitCacheError) as info:
+        fj.FlashInferCache()
+    assert str(info.value) == "ninja not found (the venv's ninja, %s/ninja): %s" % (venv_bin, VENV_NINJA_FIX)
+
+
+def test_old_flashinfer_without_an_importable_torch_is_one_line(monkeypatch):
+    def import_module(name):
+        raise ImportError("No module named 'torch'")
+
+    monkeypatch.setattr(fj.importlib, "import_module", import_module)
+    cache = object.__new__(fj.FlashInferCache)
+    with pytest.raises(fj.JitCacheError) as info:
+        cache._torch_archs()
+    assert str(info.value) == ("this FlashInfer reads its targets from torch, which cannot be imported (No module named "
+                               "'torch'): reinstall the venv (re-run site.yml)")

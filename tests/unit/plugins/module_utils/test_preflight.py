@@ -22,6 +22,7 @@ def test_absolute_normalised_paths_pass(value):
     (None, "cuda_toolkit_pip_prefix must be an absolute path, got None"),
     (["/opt"], "cuda_toolkit_pip_prefix must be an absolute path, got ['/opt']"),
     ("/opt/cuda/", "cuda_toolkit_pip_prefix must not end with / (got '/opt/cuda/'); write '/opt/cuda'"),
+    ("/srv/X//", "cuda_toolkit_pip_prefix must not end with / (got '/srv/X//'); write '/srv/X'"),
     ("//opt/cuda", "cuda_toolkit_pip_prefix has an empty component (//) in '//opt/cuda'"),
     ("/opt//cuda", "cuda_toolkit_pip_prefix has an empty component (//) in '/opt//cuda'"),
     ("/opt/../cuda", "cuda_toolkit_pip_prefix must be normalised, without . or .. components, got '/opt/../cuda'"),
