@@ -16,8 +16,8 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import 
 )
 
 
-def cuda_toolkit_problems(archs, toolkit_version):
-    return toolkit_problems(archs, toolkit_version)
+def cuda_toolkit_problems(archs, toolkit_version, name="target archs"):
+    return toolkit_problems(archs, toolkit_version, name)
 
 
 def cuda_compute_name(arch):

@@ -128,23 +128,24 @@ def toolkit_gap(arch, toolkit):
     return (need if have < Version(need) else None), (gone if gone and have >= Version(gone) else None)
 
 
-def toolkit_problems(archs, toolkit_version):
+def toolkit_problems(archs, toolkit_version, name="target archs"):
     """Return one human-readable message per target that `toolkit_version` cannot build.
 
     An empty list means every target is buildable. Malformed input is reported, not raised, so a
-    preflight can show every problem at once.
+    preflight can show every problem at once; `name` (the operator's variable) prefixes a malformed list
+    or entry.
     """
     problems = []
     version = str(toolkit_version)
     if not TOOLKIT_VERSION_RE.fullmatch(version):  # not stripped: the version names a directory
         return ["CUDA toolkit version %r is not a full X.Y.Z version (e.g. 13.0.2)" % (toolkit_version,)]
     if not isinstance(archs, (list, tuple)):
-        return ["target archs must be a list such as ['12.0'], got %r" % (archs,)]
+        return ["%s must be a list such as ['12.0'], got %r" % (name, archs)]
     for arch in archs:
         try:
             need, gone = toolkit_gap(arch, version)
         except ArchError as exc:
-            problems.append(str(exc))
+            problems.append("%s: %s" % (name, exc))
             continue
         if need:
             problems.append(

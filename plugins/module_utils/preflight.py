@@ -39,25 +39,25 @@ PSEUDO_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/")
 
 # Environment variables the roles set for every unit (the cuda_toolkit and flashinfer roles' env
 # files, the sglang_services role's per-service file): a service's own `env` may not set them,
-# since its file is read last and would silently win. Name -> the setting to use instead.
+# since its file is read last and would silently win. Name -> what to do instead.
 MANAGED_ENV = {
-    "CUDA_HOME": "cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home)",
-    "CUDA_PATH": "cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home)",
-    "PATH": "nothing: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)",
-    "CUDA_VISIBLE_DEVICES": "the service's cuda_visible_devices",
-    "FLASHINFER_CUDA_ARCH_LIST": "sglang_node_gpu_archs (or flashinfer_cuda_archs)",
-    "FLASHINFER_WORKSPACE_BASE": "sglang_node_home (or flashinfer_workspace_base)",
+    "CUDA_HOME": "set cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home) instead",
+    "CUDA_PATH": "set cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home) instead",
+    "PATH": "remove it: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)",
+    "CUDA_VISIBLE_DEVICES": "set the service's cuda_visible_devices instead",
+    "FLASHINFER_CUDA_ARCH_LIST": "set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead",
+    "FLASHINFER_WORKSPACE_BASE": "set sglang_node_home (or flashinfer_workspace_base) instead",
     # Kernel caches: the roles keep them under the service user's home, where they survive a restart.
-    "TRITON_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
-    "TRITON_HOME": "sglang_node_home (the roles keep the kernel caches there)",
-    "TORCHINDUCTOR_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
-    "DG_JIT_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",
-    "SGLANG_DG_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",  # SGLang sets DG_JIT_CACHE_DIR from it
-    "TRTLLM_DG_CACHE_DIR": "sglang_node_home (the roles keep the kernel caches there)",  # FlashInfer's TRT-LLM DeepGEMM
-    "HOME": "sglang_node_home",
+    "TRITON_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",
+    "TRITON_HOME": "set sglang_node_home (the roles keep the kernel caches there) instead",
+    "TORCHINDUCTOR_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",
+    "DG_JIT_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",
+    "SGLANG_DG_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",  # SGLang sets DG_JIT_CACHE_DIR from it
+    "TRTLLM_DG_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",  # FlashInfer's TRT-LLM DeepGEMM
+    "HOME": "set sglang_node_home instead",
 }
 # Every FLASHINFER_* variable is the flashinfer role's (FLASHINFER_JIT_VERBOSE makes debug builds).
-MANAGED_ENV_PREFIXES = {"FLASHINFER_": "the flashinfer role's variables (flashinfer_*)"}
+MANAGED_ENV_PREFIXES = {"FLASHINFER_": "set the flashinfer role's variables (flashinfer_*) instead"}
 
 
 def path_problem(name, value):
@@ -115,12 +115,12 @@ def env_file_problem(name, value):
 
 def managed_env_problem(where, key):
     """Why a service's env may not set `key`; None when it may."""
-    use = MANAGED_ENV.get(key)
-    if use is None:
-        use = next((text for prefix, text in MANAGED_ENV_PREFIXES.items() if key.startswith(prefix)), None)
-    if use is None:
+    advice = MANAGED_ENV.get(key)
+    if advice is None:
+        advice = next((text for prefix, text in MANAGED_ENV_PREFIXES.items() if key.startswith(prefix)), None)
+    if advice is None:
         return None
-    return "%s: env %s is managed by the roles; set %s instead" % (where, key, use)
+    return "%s: env %s is managed by the roles; %s" % (where, key, advice)
 
 
 def as_bool(value):

@@ -98,8 +98,8 @@ DEVICES_HINT = ' (use e.g. [0, 1, 2, 3] or "0,1,2,3")'
     ({"autoregressive": {"env": {"PATH": "/usr/bin", "CUDA_HOME": "/usr/local/cuda", "HF_TOKEN": "x"}}}, "", [
         A + "env CUDA_HOME is managed by the roles; set cuda_toolkit_version / cuda_toolkit_pip_prefix "
         "(flashinfer_cuda_home) instead",
-        A + "env PATH is managed by the roles; set nothing: the flashinfer role writes PATH with CUDA_HOME/bin first "
-        "(flashinfer_cuda_home) instead"]),
+        A + "env PATH is managed by the roles; remove it: the flashinfer role writes PATH with CUDA_HOME/bin first "
+        "(flashinfer_cuda_home)"]),
     ({"eagle3": {"env": {"FLASHINFER_CUDA_ARCH_LIST": "12.0a"}}}, "", [
         E + "env FLASHINFER_CUDA_ARCH_LIST is managed by the roles; set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead"]),
     ({"autoregressive": {"enable_dp_attention": "maybe"}}, "", [

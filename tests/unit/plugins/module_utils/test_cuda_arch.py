@@ -64,7 +64,11 @@ def test_every_problem_is_reported_at_once():
     problems = cuda_arch.toolkit_problems(["10.3", "sm100", "12.1"], "12.8.1")
     assert len(problems) == 3
     assert "10.3 needs CUDA toolkit >= 12.9" in problems[0]
-    assert "'sm100' is not of the form M.m" in problems[1]
+    assert problems[1].startswith("target archs: target arch 'sm100' is not of the form M.m")
+    named = cuda_arch.toolkit_problems(["12"], "13.0.2", "cuda_toolkit_target_archs")
+    assert named == ["cuda_toolkit_target_archs: target arch '12' is not of the form M.m (e.g. '12.0' for RTX PRO 6000, "
+                     "'10.3' for B300)"]
+    assert cuda_arch.toolkit_problems("12.0", "13.0.2", "x") == ["x must be a list such as ['12.0'], got '12.0'"]
     assert "12.1 needs CUDA toolkit >= 12.9" in problems[2]
 
 

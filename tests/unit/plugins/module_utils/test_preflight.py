@@ -77,22 +77,25 @@ def test_env_files_in_own_directories_pass_and_bad_paths_fail_as_paths():
     assert preflight.env_file_problem("f", "etc/sglang/x.env") == "f must be an absolute path (start with /), got 'etc/sglang/x.env'"
 
 
-@pytest.mark.parametrize("key,use", [
-    ("CUDA_HOME", "cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home)"),
-    ("PATH", "nothing: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)"),
-    ("FLASHINFER_CUDA_ARCH_LIST", "sglang_node_gpu_archs (or flashinfer_cuda_archs)"),
-    ("FLASHINFER_JIT_VERBOSE", "the flashinfer role's variables (flashinfer_*)"),
-    ("CUDA_VISIBLE_DEVICES", "the service's cuda_visible_devices"),
-    ("TORCHINDUCTOR_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
-    ("TRITON_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
-    ("SGLANG_DG_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
-    ("DG_JIT_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
-    ("TRTLLM_DG_CACHE_DIR", "sglang_node_home (the roles keep the kernel caches there)"),
-    ("HOME", "sglang_node_home"),
+KERNELS = "set sglang_node_home (the roles keep the kernel caches there) instead"
+
+
+@pytest.mark.parametrize("key,advice", [
+    ("CUDA_HOME", "set cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home) instead"),
+    ("PATH", "remove it: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)"),
+    ("FLASHINFER_CUDA_ARCH_LIST", "set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead"),
+    ("FLASHINFER_JIT_VERBOSE", "set the flashinfer role's variables (flashinfer_*) instead"),
+    ("CUDA_VISIBLE_DEVICES", "set the service's cuda_visible_devices instead"),
+    ("TORCHINDUCTOR_CACHE_DIR", KERNELS),
+    ("TRITON_CACHE_DIR", KERNELS),
+    ("SGLANG_DG_CACHE_DIR", KERNELS),
+    ("DG_JIT_CACHE_DIR", KERNELS),
+    ("TRTLLM_DG_CACHE_DIR", KERNELS),
+    ("HOME", "set sglang_node_home instead"),
 ])
-def test_role_managed_environment_is_refused_with_what_to_set(key, use):
+def test_role_managed_environment_is_refused_with_what_to_do(key, advice):
     assert preflight.managed_env_problem("sglang_services_eagle3", key) == (
-        "sglang_services_eagle3: env %s is managed by the roles; set %s instead" % (key, use))
+        "sglang_services_eagle3: env %s is managed by the roles; %s" % (key, advice))
 
 
 @pytest.mark.parametrize("key", ["HF_TOKEN", "NCCL_DEBUG", "SGLANG_LOG_LEVEL", "CUDA_LAUNCH_BLOCKING", "PATHS", "MY_FLASHINFER_X"])
