@@ -14,7 +14,7 @@ run() {  # state
   out="$(ansible "$host" -i "$inventory" -b --become-user sglang -o \
     -e ansible_python_interpreter=/opt/sglang/current/bin/python \
     -m blackwell.sglang.flashinfer_jit_cache \
-    -a "state=$1 modules=$modules env_file=/etc/sglang/flashinfer.env")"
+    -a "state=$1 modules=$modules env_file=/etc/sglang/flashinfer.env,/opt/sglang/current/venv.env")"
   printf '%-8s %7.1f s wall   module seconds: %s\n' "$1" "$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{print b-a}')" \
     "$(sed -n 's/.*"seconds": \({[^}]*}\).*/\1/p' <<<"$out")"
 }

@@ -352,7 +352,19 @@ def timed(func, *args):
 
 
 def prepare_environment(env_file=None, workspace_base=None, jobs=None):
-    """Apply the units' environment file, overrides and MAX_JOBS before FlashInfer is imported."""
+    """Apply the units' environment files (a path or a list, in order: a later file wins, as with
+    systemd's EnvironmentFile= lines), overrides and MAX_JOBS before FlashInfer is imported."""
+    for one in [env_file] if isinstance(env_file, str) else (env_file or []):
+        _apply_env_file(one)
+    if workspace_base:
+        os.environ["FLASHINFER_WORKSPACE_BASE"] = workspace_base
+    if jobs:
+        os.environ["MAX_JOBS"] = str(jobs)
+    for name in DEBUG_VARIABLES:
+        os.environ.pop(name, None)
+
+
+def _apply_env_file(env_file):
     if env_file:
         try:
             os.environ.update(read_env_file(env_file))
@@ -363,12 +375,6 @@ def prepare_environment(env_file=None, workspace_base=None, jobs=None):
         except UnicodeDecodeError as exc:
             raise JitCacheError("cannot read env_file %s (not UTF-8 text: %s): point it at the flashinfer role's "
                                 "environment file (re-run site.yml to write it)" % (env_file, exc.reason)) from exc
-    if workspace_base:
-        os.environ["FLASHINFER_WORKSPACE_BASE"] = workspace_base
-    if jobs:
-        os.environ["MAX_JOBS"] = str(jobs)
-    for name in DEBUG_VARIABLES:
-        os.environ.pop(name, None)
 
 
 def check_toolkit(cache, archs, check_targets=False):
@@ -494,7 +500,8 @@ def parse_args(argv):
     parser.add_argument("--expected-archs", type=split_list, default=None,
                         help="FlashInfer's target set must equal this (default: FLASHINFER_CUDA_ARCH_LIST); "
                              "'' checks nothing")
-    parser.add_argument("--env-file", help="apply a KEY=VALUE file first (systemd already did for units)")
+    parser.add_argument("--env-file", action="append",
+                        help="apply a KEY=VALUE file first, repeatable, later ones win (systemd already did for units)")
     parser.add_argument("--workspace-base", help="overrides FLASHINFER_WORKSPACE_BASE")
     parser.add_argument("--jobs", type=int, help="parallel compile jobs (MAX_JOBS)")
     parser.add_argument("--check", action="store_true", help="report what would be built or repaired; change nothing")

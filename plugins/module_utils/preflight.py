@@ -40,20 +40,22 @@ PSEUDO_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/")
 # Environment variables the roles set for every unit (the cuda_toolkit and flashinfer roles' env
 # files, the sglang_services role's per-service file): a service's own `env` may not set them,
 # since its file is read last and would silently win. Name -> what to do instead.
+# Kernel caches: the roles keep one workspace per venv, outside /tmp, where they survive a restart
+# and switch with the venv (the file <venv>/venv.env names them).
+KERNEL_CACHES = "set sglang_node_kernel_cache_dir (each venv's kernel caches live in <dir>/<venv id>) instead"
 MANAGED_ENV = {
     "CUDA_HOME": "set cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home) instead",
     "CUDA_PATH": "set cuda_toolkit_version / cuda_toolkit_pip_prefix (flashinfer_cuda_home) instead",
     "PATH": "remove it: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)",
     "CUDA_VISIBLE_DEVICES": "set the service's cuda_visible_devices instead",
     "FLASHINFER_CUDA_ARCH_LIST": "set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead",
-    "FLASHINFER_WORKSPACE_BASE": "set sglang_node_home (or flashinfer_workspace_base) instead",
-    # Kernel caches: the roles keep them under the service user's home, where they survive a restart.
-    "TRITON_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",
-    "TRITON_HOME": "set sglang_node_home (the roles keep the kernel caches there) instead",
-    "TORCHINDUCTOR_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",
-    "DG_JIT_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",
-    "SGLANG_DG_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",  # SGLang sets DG_JIT_CACHE_DIR from it
-    "TRTLLM_DG_CACHE_DIR": "set sglang_node_home (the roles keep the kernel caches there) instead",  # FlashInfer's TRT-LLM DeepGEMM
+    "FLASHINFER_WORKSPACE_BASE": KERNEL_CACHES,
+    "TRITON_CACHE_DIR": KERNEL_CACHES,
+    "TRITON_HOME": KERNEL_CACHES,
+    "TORCHINDUCTOR_CACHE_DIR": KERNEL_CACHES,
+    "DG_JIT_CACHE_DIR": KERNEL_CACHES,
+    "SGLANG_DG_CACHE_DIR": KERNEL_CACHES,  # SGLang sets DG_JIT_CACHE_DIR from it
+    "TRTLLM_DG_CACHE_DIR": KERNEL_CACHES,  # FlashInfer's TRT-LLM DeepGEMM
     "HOME": "set sglang_node_home instead",
 }
 # Every FLASHINFER_* variable is the flashinfer role's (FLASHINFER_JIT_VERBOSE makes debug builds).

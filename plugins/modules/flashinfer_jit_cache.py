@@ -44,11 +44,6 @@ options:
       - An empty list only inspects and checks the targets (a probe).
     type: list
     elements: str
-  env_file:
-    description:
-      - A systemd-style environment file (C(KEY=VALUE) lines) applied before FlashInfer is imported,
-        normally the one the C(flashinfer) role writes for the units (C(/etc/sglang/flashinfer.env)).
-    type: path
   workspace_base:
     description: Overrides C(FLASHINFER_WORKSPACE_BASE) (the cache lives in its C(.cache/flashinfer)).
     type: path
@@ -68,6 +63,7 @@ options:
     elements: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - blackwell.sglang.flashinfer_env
 attributes:
   check_mode:
     support: full
@@ -102,7 +98,7 @@ EXAMPLES = r"""
 - name: Pre-warm the sampling kernels as the service user with the units' environment
   blackwell.sglang.flashinfer_jit_cache:
     modules: [sampling]
-    env_file: /etc/sglang/flashinfer.env
+    env_file: [/etc/sglang/flashinfer.env, /opt/sglang/current/venv.env]
     expected_archs: ["12.0f"]
   become: true
   become_user: sglang
@@ -112,14 +108,14 @@ EXAMPLES = r"""
 - name: Probe only - FlashInfer's targets and cache dir, no build
   blackwell.sglang.flashinfer_jit_cache:
     modules: []
-    env_file: /etc/sglang/flashinfer.env
+    env_file: [/etc/sglang/flashinfer.env, /opt/sglang/current/venv.env]
   register: probe
 
 - name: Throw this version's cache away and build it again
   blackwell.sglang.flashinfer_jit_cache:
     state: rebuilt
     modules: [sampling, topk]
-    env_file: /etc/sglang/flashinfer.env
+    env_file: [/etc/sglang/flashinfer.env, /opt/sglang/current/venv.env]
     jobs: 16
 """
 
@@ -211,7 +207,7 @@ def main():
         argument_spec=dict(
             state=dict(type="str", default="present", choices=["present", "absent", "rebuilt"]),
             modules=dict(type="list", elements="str"),
-            env_file=dict(type="path"),
+            env_file=dict(type="list", elements="path"),
             workspace_base=dict(type="path"),
             jobs=dict(type="int"),
             scope=dict(type="str", default="version", choices=["version", "all"]),

@@ -18,6 +18,24 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PRO6000 = "molecule-pro6000"
 B300 = "molecule-b300"
+# The units' environment: the flashinfer role's file, then the kernel caches of the venv in service
+# (read through current), as the units' EnvironmentFile= lines have them.
+FLASHINFER_ENV = "/etc/sglang/flashinfer.env"
+VENV_ENV = "/opt/sglang/current/venv.env"
+UNIT_ENV = "$(grep -hv '^#' %s %s | xargs)" % (FLASHINFER_ENV, VENV_ENV)
+
+
+def env_lines(text):
+    """KEY=VALUE lines of an env file as a dict (comments and blank lines left out)."""
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def jit_dir(host, arch, version="0.7.2"):
+    """FlashInfer's JIT dir for the venv in service: its workspace is what venv.env names."""
+    workspace = env_lines(host.file(VENV_ENV).content_string)["FLASHINFER_WORKSPACE_BASE"]
+    return "%s/.cache/flashinfer/%s/%s/cached_ops" % (workspace, version, arch)
+
+
 # The playbook that runs one role of the collection (extra var or host var bsg_role).
 ROLE_PLAYBOOK = "molecule/default/role.yml"
 # The lab's EAGLE-3 settings (inventories/lab/group_vars/lab.yml), for tests that pass the service's

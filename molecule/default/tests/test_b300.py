@@ -1,12 +1,16 @@
 """The B300 lab node: CUDA 13.0 builds compute_103, FlashInfer targets 10.3a and its cache is warm."""
 
+import glob
+import json
+import os
+
 import pytest
+from conftest import B300, PRO6000, UNIT_ENV, jit_dir
 
 testinfra_hosts = ["podman://molecule-b300"]
 pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
 
 ENV = "/etc/sglang/flashinfer.env"
-CACHE = "/var/lib/sglang/.cache/flashinfer/0.7.2/103a/cached_ops"
 PY = "/opt/sglang/current/bin/python"
 
 
@@ -20,17 +24,29 @@ def test_env_file_targets_10_3a(host):
 
 def test_flashinfer_itself_targets_10_3a(host):
     out = host.check_output(
-        "runuser -u sglang -- env -i $(grep -v '^#' %s | xargs) %s -c 'from flashinfer.jit import core, env; "
+        "runuser -u sglang -- env -i %s %s -c 'from flashinfer.jit import core, env; "
         "core.check_cuda_arch(); print(sorted(core.current_compilation_context.TARGET_CUDA_ARCHS), env.FLASHINFER_JIT_DIR)'"
-        % (ENV, PY)
+        % (UNIT_ENV, PY)
     )
-    assert out.split() == ["[(10,", "'3a')]", CACHE]
+    assert out.split() == ["[(10,", "'3a')]", jit_dir(host, "103a")]
 
 
 def test_sampling_is_warm_for_103a(host):
-    so = host.file(CACHE + "/sampling/sampling.so")
+    so = host.file(jit_dir(host, "103a") + "/sampling/sampling.so")
     assert so.is_file and so.user == "sglang" and so.size > 100000
     # FlashInfer's own build file for it compiled for exactly this target.
-    ninja = host.file(CACHE + "/sampling/build.ninja").content_string
+    ninja = host.file(jit_dir(host, "103a") + "/sampling/build.ninja").content_string
     assert "-gencode=arch=compute_103a,code=sm_103a" in ninja
     assert "compute_120" not in ninja
+
+
+def test_the_b300_node_never_gets_the_12_0_artifact(host):
+    # The converge exported each node's kernel caches into the scenario's store (its host_vars): the
+    # two nodes share the venv but not the targets, so two keys, and each node holds only its own.
+    store = os.path.join(os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), "..", "kernels")
+    records = [json.load(open(path)) for path in glob.glob(os.path.join(store, "*.json"))]
+    ours = [record for record in records if record["host"] == B300]
+    assert ours and all(record["key"]["targets"] == ["10.3a"] for record in ours), records
+    theirs = [record for record in records if record["host"] == PRO6000 and record["key"]["targets"] == ["12.0f"]]
+    assert theirs and {r["key_id"] for r in theirs}.isdisjoint(r["key_id"] for r in ours)
+    assert host.check_output("ls /var/lib/sglang/kernel-caches/*/.cache/flashinfer/0.7.2") == "103a"

@@ -17,17 +17,15 @@ mtimes, and ninja would rebuild the services' sampling cache that the later test
 import time
 
 import pytest
-from conftest import ROLE_PLAYBOOK, _run_playbook
+from conftest import FLASHINFER_ENV, VENV_ENV, ROLE_PLAYBOOK, UNIT_ENV, _run_playbook, env_lines, jit_dir
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
 
-ENV = "/etc/sglang/flashinfer.env"
-CACHE = "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops"
-SO = CACHE + "/sampling/sampling.so"
+ENV = FLASHINFER_ENV
 PY = "/opt/sglang/current/bin/python"
 # FlashInfer's own view, as the service user, with exactly the units' environment.
-AS_UNIT = "runuser -u sglang -- env -i $(grep -v '^#' %s | xargs) %s" % (ENV, PY)
+AS_UNIT = "runuser -u sglang -- env -i %s %s" % (UNIT_ENV, PY)
 CHECK = (
     "-c 'from flashinfer.jit import core; core.check_cuda_arch(); "
     "print(sorted(core.current_compilation_context.TARGET_CUDA_ARCHS))'"
@@ -45,18 +43,43 @@ ELF_OK = (
 )
 
 
-def so_ok(host, path=SO):
+def sampling_so(host):
+    return jit_dir(host, "120f") + "/sampling/sampling.so"
+
+
+def so_ok(host, path=None):
+    path = path or sampling_so(host)
     return host.run("python3 -c \"%s\" %s" % (ELF_OK, path)).rc == 0
 
 
 def test_env_file(host):
     env = host.file(ENV)
     assert (env.user, env.group, env.mode) == ("root", "sglang", 0o644)
-    lines = dict(l.split("=", 1) for l in env.content_string.splitlines() if l and not l.startswith("#"))
+    lines = env_lines(env.content_string)
     assert lines["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
     assert lines["CUDA_HOME"] == "/opt/cuda/13.0.2"
-    assert lines["PATH"].split(":")[:2] == ["/opt/cuda/13.0.2/bin", "/opt/sglang/current/bin"]
-    assert lines["FLASHINFER_WORKSPACE_BASE"] == "/var/lib/sglang"
+    assert "PATH" not in lines and "FLASHINFER_WORKSPACE_BASE" not in lines  # per venv: venv.env
+
+
+def test_every_kernel_cache_is_the_venv_s_own_outside_tmp(host):
+    # The file sits in the venv (read through current), owned like the venv: PATH with CUDA's bin and then
+    # this venv's (its ninja), and each cache variable SGLang's stack reads, in <kernel cache
+    # dir>/<venv id>, not /tmp (PrivateTmp=yes loses that).
+    venv = host.file("/opt/sglang/current").linked_to
+    venv_id = venv.rsplit("/", 1)[1]
+    env = host.file(VENV_ENV)
+    assert (env.user, env.group, env.mode) == ("sglang", "sglang", 0o644)
+    workspace = "/var/lib/sglang/kernel-caches/" + venv_id
+    lines = env_lines(env.content_string)
+    assert lines.pop("PATH").split(":")[:2] == ["/opt/cuda/13.0.2/bin", venv + "/bin"]
+    assert lines == {
+        "FLASHINFER_WORKSPACE_BASE": workspace,
+        "TRITON_CACHE_DIR": workspace + "/triton",
+        "TORCHINDUCTOR_CACHE_DIR": workspace + "/torchinductor",
+        "SGLANG_DG_CACHE_DIR": workspace + "/deep_gemm",
+        "TRTLLM_DG_CACHE_DIR": workspace + "/trtllm_deep_gemm",
+    }
+    assert host.file(workspace).user == "sglang"
 
 
 def test_flashinfer_alone_fails_like_the_seed_outage(host):
@@ -74,19 +97,19 @@ def test_with_the_fix_flashinfer_targets_sm120f(host):
 
 
 def test_sampling_is_warm_and_owned_by_the_service_user(host):
-    so = host.file(SO)
+    so = host.file(sampling_so(host))
     assert so.user == "sglang" and so.size > 100000
     assert so_ok(host)
     # FlashInfer's own build file compiled it for exactly the family target.
-    assert "-gencode=arch=compute_120f,code=sm_120f" in host.file(CACHE + "/sampling/build.ninja").content_string
+    assert "-gencode=arch=compute_120f,code=sm_120f" in host.file(jit_dir(host, "120f") + "/sampling/build.ninja").content_string
 
 
 def test_warm_cache_does_not_rebuild(host):
-    mtime = host.file(SO).mtime
+    mtime = host.file(sampling_so(host)).mtime
     out = host.run("%s %s" % (AS_UNIT, WARM_CHECK))
     assert out.rc == 0, out.stderr
     assert "Building JIT module" not in out.stdout + out.stderr
-    assert host.file(SO).mtime == mtime
+    assert host.file(sampling_so(host)).mtime == mtime
     print("warm check of sampling: %s s" % out.stdout.strip())
 
 
@@ -96,7 +119,7 @@ FAULTS = "/opt/fi-faults"
 FAULT_VENV = FAULTS + "/venv"
 FAULT_SITE = FAULT_VENV + "/lib/python3.11/site-packages"
 FAULT_ENV = FAULTS + "/flashinfer.env"
-FAULT_CACHE = FAULTS + "/ws/.cache/flashinfer/0.7.2/120f/cached_ops"
+FAULT_CACHE = FAULTS + "/ws/venv/.cache/flashinfer/0.7.2/120f/cached_ops"
 FAULT_SO = FAULT_CACHE + "/quantization/quantization.so"
 FAULT_PY = FAULT_VENV + "/bin/python"
 SGLANG_SITE = "/opt/sglang/current/lib/python3.11/site-packages"
@@ -105,11 +128,13 @@ FAULT_VARS = {
     "flashinfer_venv": FAULT_VENV,
     "flashinfer_cuda_home": "/opt/cuda/13.0.2",
     "flashinfer_env_file": FAULT_ENV,
-    "flashinfer_workspace_base": FAULTS + "/ws",
+    "flashinfer_kernel_cache_dir": FAULTS + "/ws",
     "flashinfer_prewarm_modules": ["quantization"],
+    # These faults are about the pre-warm's repairs; seeding from the store is the fleet scenario's.
+    "flashinfer_kernel_store_dir": "",
 }
 FAULT_BUILD = BUILD.replace("sampling import gen_sampling_module", "quantization import gen_quantization_module")
-FAULT_AS_UNIT = "runuser -u sglang -- env -i $(grep -v '^#' %s | xargs) %s" % (FAULT_ENV, FAULT_PY)
+FAULT_AS_UNIT = "runuser -u sglang -- env -i $(grep -hv '^#' %s %s/venv.env | xargs) %s" % (FAULT_ENV, FAULT_VENV, FAULT_PY)
 
 
 def run_fault_role():
@@ -147,10 +172,10 @@ def test_fault_reinstalled_flashinfer_wiped_cache_killed_prewarm_then_converge_c
         "/opt/sglang/tools/uv-0.13.9/uv-0.13.9.data/scripts/uv "
         "pip install --python %s --reinstall-package flashinfer-python --no-deps flashinfer-python==0.7.2" % FAULT_PY
     )
-    host.check_output("rm -rf %s/ws/.cache/flashinfer" % FAULTS)
+    host.check_output("rm -rf %s/ws/venv/.cache/flashinfer" % FAULTS)
     # Start the same build the pre-warm runs, then SIGKILL it (and its ninja/nvcc) mid-build.
-    host.check_output("systemd-run --collect --unit=killed-prewarm --uid=sglang -p EnvironmentFile=%s %s -c \"%s\""
-                      % (FAULT_ENV, FAULT_PY, FAULT_BUILD))
+    host.check_output("systemd-run --collect --unit=killed-prewarm --uid=sglang -p EnvironmentFile=%s "
+                      "-p EnvironmentFile=%s/venv.env %s -c \"%s\"" % (FAULT_ENV, FAULT_VENV, FAULT_PY, FAULT_BUILD))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and host.run("pgrep -u sglang -f nvcc").rc != 0:
         time.sleep(0.5)

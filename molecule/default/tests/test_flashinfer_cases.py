@@ -50,7 +50,7 @@ def settings(case, version, cuda_home, archs, **extra):
         "flashinfer_cuda_home": cuda_home,
         "flashinfer_cuda_archs": archs,
         "flashinfer_env_file": "%s/env/%s.env" % (BASE, case),
-        "flashinfer_workspace_base": "%s/ws-%s" % (BASE, case),
+        "flashinfer_kernel_cache_dir": "%s/ws-%s" % (BASE, case),
     }
     value.update(extra)
     return value
@@ -126,7 +126,7 @@ def test_a_flashinfer_067_alone_raises_sm75_and_the_fix_targets_120a(host, first
     assert proven["A"] == {
         "fix": "env",
         "archs": ["12.0a"],
-        "cache_dir": BASE + "/ws-A/.cache/flashinfer/0.6.7/120a/cached_ops",
+        "cache_dir": BASE + "/ws-A/venv-0.6.7/.cache/flashinfer/0.6.7/120a/cached_ops",
     }
     assert "FLASHINFER_CUDA_ARCH_LIST=12.0a\n" in host.file(BASE + "/env/A.env").content_string
 
@@ -145,7 +145,8 @@ def test_b_the_cuda_home_decides_not_torch(host, first_round):
     assert proven["A"]["archs"] == ["12.0a"]
     env = host.file(BASE + "/env/A.env").content_string
     assert "CUDA_HOME=%s\n" % CUDA_128 in env
-    assert "PATH=%s/bin:" % CUDA_128 in env
+    # PATH is the venv's own file's (CUDA's bin, then the venv's).
+    assert "PATH=%s/bin:%s/bin:" % (CUDA_128, venv("0.6.7")) in host.file(venv("0.6.7") + "/venv.env").content_string
 
 
 # E. FlashInfer 0.4.0 with an operator-given 12.0: FlashInfer alone builds a plain compute_120
@@ -180,7 +181,7 @@ def test_f_103_with_cuda_128_fails_before_anything_is_written(host, first_round)
 # Patch fallback: FlashInfer 0.3.0 asks torch for its targets and ignores FLASHINFER_CUDA_ARCH_LIST.
 INIT = venv("0.3.0") + "/lib/python3.11/site-packages/flashinfer/__init__.py"
 ORIGINAL = BASE + "/src/flashinfer_python-0.3.0/flashinfer/__init__.py"
-BACKUP = BASE + "/ws-P/.cache/blackwell-sglang/flashinfer-0.3.0-orig/__init__.py"
+BACKUP = BASE + "/ws-P/venv-0.3.0/.cache/blackwell-sglang/flashinfer-0.3.0-orig/__init__.py"
 MARKER = "blackwell.sglang arch patch"
 
 
@@ -236,5 +237,5 @@ def test_patch_5_reapplied_after_a_reinstall(host, first_round):
     assert recap(out, "P")["changed"] > 0, out
     assert MARKER in host.file(INIT).content_string
     assert proven["P"] == {"fix": "patch", "archs": ["12.0a"],
-                           "cache_dir": BASE + "/ws-P/.cache/flashinfer/120/cached_ops"}
+                           "cache_dir": BASE + "/ws-P/venv-0.3.0/.cache/flashinfer/120/cached_ops"}
     assert host.file(BACKUP).sha256sum == host.file(ORIGINAL).sha256sum

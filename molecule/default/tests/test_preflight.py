@@ -35,8 +35,8 @@ CASES = [
     # 1. Paths: absolute and normalised, named.
     ({"cuda_toolkit_pip_prefix": ":/opt/cuda"},
      "cuda_toolkit: cuda_toolkit_pip_prefix must be an absolute path (start with /), got ':/opt/cuda'"),
-    ({"flashinfer_workspace_base": "/var/lib/sglang/../cache"},
-     "flashinfer: flashinfer_workspace_base must be normalised, without . or .. components, got '/var/lib/sglang/../cache'"),
+    ({"flashinfer_kernel_cache_dir": "/var/lib/sglang/../cache"},
+     "flashinfer: flashinfer_kernel_cache_dir must be normalised, without . or .. components, got '/var/lib/sglang/../cache'"),
     ({"sglang_node_home": "/var/lib/sglang\n"}, "sglang_node: sglang_node_home holds '\\n' in '/var/lib/sglang\\n'"),
     ({"cuda_toolkit_version": "13.0.2\n"}, "CUDA toolkit version '13.0.2\\n' is not a full X.Y.Z version"),
     # 2. Role-managed environment in a service's env.
@@ -54,6 +54,11 @@ CASES = [
      "directory, and /etc/default is not its own"),
     ({"sglang_venv_base_dir": "/opt"}, "sglang_venv_base_dir is /opt, a directory the system shares"),
     ({"sglang_node_lib_dir": "/tmp/bsg"}, "sglang_node_lib_dir is /tmp/bsg, under /tmp/ (not kept on disk, or cleared)"),
+    # The kernel caches: never under /tmp (the units' PrivateTmp= loses it); the store is the controller's.
+    ({"sglang_node_kernel_cache_dir": "/tmp/kernels"},
+     "sglang_node_kernel_cache_dir is /tmp/kernels, under /tmp/ (not kept on disk, or cleared)"),
+    ({"flashinfer_kernel_store_dir": "/etc/hostname"},
+     "flashinfer: flashinfer_kernel_store_dir /etc/hostname on the controller is not a directory"),
     # 4. GPUs against both target lists, before anything is installed (12.9.1 is not installed on the node).
     ({"sglang_node_gpus": GB10, "cuda_toolkit_version": "12.9.1"},
      "cuda_toolkit: cuda_toolkit_target_archs [10.3] does not cover the GPUs found on this host (compute capability 12.1)"),
@@ -69,7 +74,7 @@ MODES = {"normal": [], "check": ["--check"]}
 # In check mode, one case of each kind (the same checks run; check mode changes only what runs after
 # them): the CUDA prefix, a service's env, /etc as env dir, the GB10-like GPU with a toolkit that is
 # not installed, a boolean.
-CHECK_MODE_CASES = [0, 4, 6, 10, 12]
+CHECK_MODE_CASES = [0, 4, 6, 12, 14]
 
 
 @pytest.fixture(scope="module")

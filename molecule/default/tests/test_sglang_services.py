@@ -12,7 +12,7 @@ import re
 import shlex
 
 import pytest
-from conftest import LAB_EAGLE3, ROOT, assert_unchanged, fingerprint, run_cases
+from conftest import FLASHINFER_ENV, VENV_ENV, LAB_EAGLE3, ROOT, assert_unchanged, fingerprint, jit_dir, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
@@ -20,8 +20,6 @@ pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's
 SERVICES = ("eagle3", "autoregressive", "dflash")
 UNIT = "/etc/systemd/system/sglang-%s.service"
 ENV = "/etc/sglang/sglang-%s.env"
-FLASHINFER_ENV = "/etc/sglang/flashinfer.env"
-SO = "/var/lib/sglang/.cache/flashinfer/0.7.2/120f/cached_ops/sampling/sampling.so"
 ROLE = "blackwell.sglang.sglang_services"
 
 
@@ -37,7 +35,7 @@ def test_unit_is_installed_and_verifies(host, name):
     out = host.run("systemd-analyze verify %s" % (UNIT % name))
     assert out.rc == 0 and out.stdout.strip() == "" and out.stderr.strip() == "", out.stderr
     assert unit_lines(host, name, "User") == ["sglang"]
-    assert unit_lines(host, name, "EnvironmentFile") == [FLASHINFER_ENV, ENV % name]
+    assert unit_lines(host, name, "EnvironmentFile") == [FLASHINFER_ENV, VENV_ENV, ENV % name]
     assert unit_lines(host, name, "Restart") == ["on-failure"]
     assert int(unit_lines(host, name, "TimeoutStartSec")[0]) >= 1800
     assert unit_lines(host, name, "LimitMEMLOCK") == ["infinity"]
@@ -133,11 +131,13 @@ def test_prewarm_check_as_the_service_user_compiles_nothing_when_warm(host):
     [command] = unit_lines(host, "eagle3", "ExecStartPre")
     assert command == ("/opt/sglang/current/bin/python /usr/local/lib/blackwell-sglang/flashinfer_prewarm.py "
                        "--modules sampling")
-    before = host.check_output("stat -c %%Y.%%s %s" % SO)
-    out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' %s %s | xargs) %s" % (FLASHINFER_ENV, ENV % "eagle3", command))
+    so = jit_dir(host, "120f") + "/sampling/sampling.so"
+    before = host.check_output("stat -c %%Y.%%s %s" % so)
+    out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' %s %s %s | xargs) %s"
+                   % (FLASHINFER_ENV, VENV_ENV, ENV % "eagle3", command))
     assert out.rc == 0, out.stderr
     assert "targets 12.0f" in out.stdout and "built: none; up to date: sampling" in out.stdout
-    assert host.check_output("stat -c %%Y.%%s %s" % SO) == before
+    assert host.check_output("stat -c %%Y.%%s %s" % so) == before
 
 
 def test_prewarm_command_is_the_collections_own_code_root_owned(host):

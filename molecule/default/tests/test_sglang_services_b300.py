@@ -6,13 +6,12 @@ that a secret in it never reaches Ansible's output."""
 import re
 
 import pytest
-from conftest import B300, LAB_EAGLE3, ROLE_PLAYBOOK, _run_playbook
+from conftest import B300, VENV_ENV, LAB_EAGLE3, ROLE_PLAYBOOK, _run_playbook, jit_dir
 
 testinfra_hosts = ["podman://molecule-b300"]
 pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
 
 SERVICES = ("eagle3", "autoregressive", "dflash")
-SO = "/var/lib/sglang/.cache/flashinfer/0.7.2/103a/cached_ops/sampling/sampling.so"
 
 
 @pytest.mark.parametrize("name", SERVICES)
@@ -26,12 +25,13 @@ def test_unit_verifies(host, name):
 def test_prewarm_check_is_warm_for_103a(host):
     unit = host.file("/etc/systemd/system/sglang-eagle3.service").content_string
     [command] = [line.split("=", 1)[1] for line in unit.splitlines() if line.startswith("ExecStartPre=")]
-    before = host.check_output("stat -c %%Y.%%s %s" % SO)
-    out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' /etc/sglang/flashinfer.env "
-                   "/etc/sglang/sglang-eagle3.env | xargs) %s" % command)
+    so = jit_dir(host, "103a") + "/sampling/sampling.so"
+    before = host.check_output("stat -c %%Y.%%s %s" % so)
+    out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' /etc/sglang/flashinfer.env %s "
+                   "/etc/sglang/sglang-eagle3.env | xargs) %s" % (VENV_ENV, command))
     assert out.rc == 0, out.stderr
     assert "targets 10.3a" in out.stdout and "built: none; up to date: sampling" in out.stdout
-    assert host.check_output("stat -c %%Y.%%s %s" % SO) == before
+    assert host.check_output("stat -c %%Y.%%s %s" % so) == before
 
 
 def test_prewarm_check_without_ninja_fails_in_one_line(host):
@@ -42,8 +42,8 @@ def test_prewarm_check_without_ninja_fails_in_one_line(host):
     ninja = "/opt/sglang/current/bin/ninja"
     host.check_output("mv %s %s.aside" % (ninja, ninja))
     try:
-        out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' /etc/sglang/flashinfer.env "
-                       "/etc/sglang/sglang-eagle3.env | xargs) %s" % command)
+        out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' /etc/sglang/flashinfer.env %s "
+                       "/etc/sglang/sglang-eagle3.env | xargs) %s" % (VENV_ENV, command))
     finally:
         host.check_output("mv %s.aside %s" % (ninja, ninja))
     assert out.rc == 1, out

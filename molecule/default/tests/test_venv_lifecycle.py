@@ -98,14 +98,22 @@ def test_6_venvs_beyond_keep_and_leftovers_of_interrupted_builds_are_pruned(host
     current, previous = links(host)
     # An older complete venv (its marker written an hour before the others) and a directory an
     # interrupted build left (no marker): with keep 2, current and previous stay, both others go.
+    # Each has a kernel cache workspace (as the flashinfer role makes them), and so does a venv long gone.
     host.check_output(
         "install -d -o sglang -g sglang /opt/sglang/venvs/00000000000000aa /opt/sglang/venvs/00000000000000bb && "
         "echo '{}' > /opt/sglang/venvs/00000000000000aa/.sglang-venv.json && "
-        "touch -d '-1 hour' /opt/sglang/venvs/00000000000000aa/.sglang-venv.json")
+        "touch -d '-1 hour' /opt/sglang/venvs/00000000000000aa/.sglang-venv.json && "
+        "install -d -o sglang -g sglang /var/lib/sglang/kernel-caches/00000000000000aa/.cache "
+        "/var/lib/sglang/kernel-caches/00000000000000bb /var/lib/sglang/kernel-caches/00000000000000cc "
+        "/var/lib/sglang/kernel-caches/%s/triton" % os.path.basename(previous))
     rc, out = run_venv_role(run_playbook, {"sglang_venv_keep": 2})
     assert rc == 0, out
     assert links(host) == (current, previous)
     assert venvs(host) == sorted(os.path.basename(p) for p in (current, previous))
+    # A venv's kernel caches go with it; those of current and previous stay.
+    workspaces = host.check_output("ls /var/lib/sglang/kernel-caches").split()
+    assert not {"00000000000000aa", "00000000000000bb", "00000000000000cc"} & set(workspaces)
+    assert os.path.basename(previous) in workspaces and os.path.basename(current) in workspaces
 
 
 # sglang_venv_installer: pip, and a changed index URL, on a venv of their own (a small package set

@@ -50,6 +50,23 @@ def test_read_env_file_comments_quotes_and_export(tmp_path):
     }
 
 
+def test_env_files_apply_in_order_a_later_one_wins(tmp_path, monkeypatch):
+    # The units' order: the shared flashinfer.env, then the venv's venv.env (its PATH, its workspace).
+    shared = tmp_path / "flashinfer.env"
+    shared.write_text("FLASHINFER_CUDA_ARCH_LIST=12.0f\nPATH=/shared/bin\n")
+    venv = tmp_path / "venv.env"
+    venv.write_text("PATH=/opt/sglang/venvs/abc/bin\nFLASHINFER_WORKSPACE_BASE=/var/lib/sglang/kernel-caches/abc\n")
+    for name in ("FLASHINFER_CUDA_ARCH_LIST", "PATH", "FLASHINFER_WORKSPACE_BASE"):
+        monkeypatch.delenv(name, raising=False)
+    fj.prepare_environment([str(shared), str(venv)])
+    assert (os.environ["FLASHINFER_CUDA_ARCH_LIST"], os.environ["PATH"], os.environ["FLASHINFER_WORKSPACE_BASE"]) == (
+        "12.0f", "/opt/sglang/venvs/abc/bin", "/var/lib/sglang/kernel-caches/abc")
+    # A missing second file is named as such, not the first.
+    with pytest.raises(fj.JitCacheError) as info:
+        fj.prepare_environment([str(shared), str(tmp_path / "gone.env")])
+    assert "cannot read env_file %s" % (tmp_path / "gone.env") in str(info.value)
+
+
 @pytest.mark.parametrize("line", ["not an assignment", "1BAD=x", "KEY WITH SPACE=x", "=value"])
 def test_read_env_file_bad_line_raises(tmp_path, line):
     env = tmp_path / "bad.env"
@@ -320,7 +337,7 @@ def test_help_is_what_an_operator_reads_of_the_units_pre_warm(capsys, monkeypatc
         "--modules MODULES modules to ensure, comma or space separated (default: %s)" % ",".join(fj.DEFAULT_MODULES),
         "--expected-archs EXPECTED_ARCHS FlashInfer's target set must equal this (default: "
         "FLASHINFER_CUDA_ARCH_LIST); '' checks nothing",
-        "--env-file ENV_FILE apply a KEY=VALUE file first (systemd already did for units)",
+        "--env-file ENV_FILE apply a KEY=VALUE file first, repeatable, later ones win (systemd already did for units)",
         "--workspace-base WORKSPACE_BASE overrides FLASHINFER_WORKSPACE_BASE",
         "--jobs JOBS parallel compile jobs (MAX_JOBS)",
         "--check report what would be built or repaired; change nothing",

@@ -77,7 +77,7 @@ def test_env_files_in_own_directories_pass_and_bad_paths_fail_as_paths():
     assert preflight.env_file_problem("f", "etc/sglang/x.env") == "f must be an absolute path (start with /), got 'etc/sglang/x.env'"
 
 
-KERNELS = "set sglang_node_home (the roles keep the kernel caches there) instead"
+KERNELS = "set sglang_node_kernel_cache_dir (each venv's kernel caches live in <dir>/<venv id>) instead"
 
 
 @pytest.mark.parametrize("key,advice", [

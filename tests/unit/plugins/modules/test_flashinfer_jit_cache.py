@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 
 import pytest
 
@@ -504,15 +505,16 @@ def build_runs_ninja(fake):
                                  + anchor))
 
 
-def prewarm(fake, *args):
+def prewarm(fake, *args, python=PYTHON, pythonpath=()):
     """The units' ExecStartPre=: the launcher the prewarm module installs, run by a fresh interpreter; (rc, out, err)."""
     lib = fake.tmp_path / "lib"
     for path, text in flashinfer_prewarm_command.wanted_files(str(lib)):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as handle:
             handle.write(text)
-    environ = dict(os.environ, PYTHONPATH=str(fake.site), FLASHINFER_WORKSPACE_BASE=str(fake.base))
-    proc = subprocess.run([PYTHON, str(lib / "flashinfer_prewarm.py")] + list(args), capture_output=True,
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake.site)] + list(pythonpath)),
+                   FLASHINFER_WORKSPACE_BASE=str(fake.base))
+    proc = subprocess.run([python, str(lib / "flashinfer_prewarm.py")] + list(args), capture_output=True,
                           text=True, env=environ, check=False, cwd=str(fake.tmp_path))
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -542,12 +544,22 @@ def test_ninja_missing_fails_the_module_in_one_line(fake, capsys, no_ninja):
     assert ok(fake.run(capsys, modules=["sampling"]))["built"] == ["sampling"]
 
 
+def venv_without_ninja(tmp_path):
+    """A venv like the SGLang one but with no ninja in its bin (this test's own venv has one): this
+    interpreter under <tmp>/venv-no-ninja, with this venv's pyvenv.cfg; its packages come by PYTHONPATH."""
+    venv = tmp_path / "venv-no-ninja"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(os.path.realpath(PYTHON))
+    (venv / "pyvenv.cfg").write_text(open(os.path.join(sys.prefix, "pyvenv.cfg")).read())
+    return str(venv / "bin" / "python")
+
+
 def test_ninja_missing_fails_the_units_pre_warm_in_one_line(fake, no_ninja):
-    # The launcher runs in a fresh interpreter: the venv it looks in is this test's own.
-    venv_ninja = os.path.join(os.path.dirname(PYTHON), "ninja")
-    if os.access(venv_ninja, os.X_OK):
-        pytest.skip("this test's venv has a ninja of its own")
-    rc, out, err = prewarm(fake, "--modules", "sampling")
+    # The launcher runs in a fresh interpreter, the venv's: a venv without ninja, a PATH without one.
+    python = venv_without_ninja(fake.tmp_path)
+    venv_ninja = os.path.join(os.path.dirname(python), "ninja")
+    rc, out, err = prewarm(fake, "--modules", "sampling", python=python,
+                           pythonpath=[sysconfig.get_paths()["purelib"]])
     assert "Traceback" not in err
     assert (rc, out, err) == (1, "", "flashinfer_jit: error: building FlashInfer module sampling failed: ninja not found "
                                      "(the venv's ninja, %s): %s\n" % (venv_ninja, VENV_NINJA_FIX))

@@ -1,0 +1,610 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Compile once per fleet: pack a venv's kernel-cache workspace into an artifact, and seed another
+host's workspace from it so that ninja, not a guess, proves the kernels need no rebuild.
+
+FlashInfer JIT-compiles each module with ninja in ``<jit dir>/<module>/`` (``build.ninja``,
+``.ninja_log``, ``.ninja_deps``, ``*.o``, ``<module>.so``). Ninja reuses a copied dir only when
+(1) ``build.ninja`` names the same absolute paths (the workspace, the FlashInfer package, the CUDA
+home: the artifact's key holds them, and a seeded host must have the same key), (2) no output is
+older than an input (the venv's and CUDA's headers were installed later on the seeded host), and
+(3) ``.ninja_log`` and ``.ninja_deps`` record mtimes no older than the inputs and no older than the
+outputs. After unpacking, each module dir is settled: every file's mtime set to one time T (now),
+``ninja -t restat`` (the log), every deps record's mtime set to T (the deps log); then
+``ninja -n`` must answer ``ninja: no work to do.``, or the module dir is removed and built locally.
+
+Pure standard library (runs on the hosts, in the SGLang venv's Python) besides this collection's
+``flashinfer_jit.so_problem``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import glob
+import hashlib
+import io
+import json
+import os
+import posixpath
+import re
+import shutil
+import stat
+import struct
+import subprocess
+import tarfile
+import tempfile
+import time
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.flashinfer_jit import os_error_reason, so_problem
+
+FORMAT = 1  # the artifact layout: manifest.json first, then workspace/<relative path> per file
+MANIFEST = "manifest.json"
+PREFIX = "workspace/"
+KEY_FIELDS = ("venv", "workspace", "flashinfer_version", "targets", "cuda_home", "cuda_version", "packages")
+CHUNK = 1 << 20
+
+# .ninja_deps as ninja >= 1.10 writes it (src/deps_log.cc): the signature, int32 version 4, then
+# records that start with a uint32 size (high bit set: a deps record). Path record: the path padded
+# with NULs to a multiple of 4, then uint32 ~node id. Deps record: int32 output id, uint32 mtime low,
+# uint32 mtime high (nanoseconds), int32 input ids. Little endian.
+DEPS_SIGNATURE = b"# ninjadeps\n"
+DEPS_VERSION = 4
+DEPS_RECORD = 0x80000000
+NO_WORK = "ninja: no work to do."
+SAFE_ID = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class KernelCacheError(Exception):
+    """A condition the operator must fix (the message says what is wrong and what to do)."""
+
+
+# ---- the key: what must be equal for a cache to be reusable -----------------------------------
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def record_digest(site_packages):
+    """sha256 hex over the sorted ``*.dist-info/RECORD`` files (name and bytes) of `site_packages`:
+    equal digests mean the same wheels installed the same files (RECORD holds each file's hash)."""
+    records = sorted(glob.glob(os.path.join(glob.escape(site_packages), "*.dist-info", "RECORD")))
+    if not records:
+        raise KernelCacheError("no *.dist-info/RECORD under %s: point it at the venv's site-packages "
+                               "(sysconfig purelib of the SGLang venv's interpreter)" % site_packages)
+    digest = hashlib.sha256()
+    for path in records:
+        name = os.path.relpath(path, site_packages).encode("utf-8", "surrogateescape")
+        with open(path, "rb") as handle:
+            data = handle.read()
+        digest.update(b"%d:%s\0%d:" % (len(name), name, len(data)))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def cache_key(venv, workspace, flashinfer_version, targets, cuda_home, cuda_version, packages):
+    """The key of a workspace's kernels: an artifact seeds only a host whose key is equal."""
+    return {
+        "venv": venv,
+        "workspace": workspace,
+        "flashinfer_version": flashinfer_version,
+        "targets": sorted(targets),
+        "cuda_home": cuda_home,
+        "cuda_version": cuda_version,
+        "packages": packages,
+    }
+
+
+def key_id(key):
+    """A file-name-safe id: '<venv basename>-<targets>-cuda<version>-<12 hex of the key's sha256>'."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+    targets = "_".join(target.replace(".", "") for target in key["targets"]) or "none"
+    text = "%s-%s-cuda%s-%s" % (os.path.basename(key["venv"].rstrip("/")).lstrip(".") or "venv", targets, key["cuda_version"], digest)
+    return SAFE_ID.sub("_", text)
+
+
+def key_differences(expected, found):
+    """'field (artifact X, host Y)' for each field that differs."""
+    names = sorted(set(expected) | set(found))
+    return ["%s (artifact %s, host %s)" % (name, json.dumps(found.get(name)), json.dumps(expected.get(name)))
+            for name in names if expected.get(name) != found.get(name)]
+
+
+# ---- the workspace -----------------------------------------------------------------------------
+
+def jit_relpath(workspace, jit_dir):
+    """`jit_dir` (absolute, or relative to `workspace`) as a normalised relative path inside it."""
+    rel = os.path.relpath(os.path.join(workspace, jit_dir), workspace)
+    if rel == "." or rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        raise KernelCacheError("FlashInfer's JIT dir %s is not inside the workspace %s: set FLASHINFER_WORKSPACE_BASE "
+                               "to the workspace (the flashinfer role's environment file does)" % (jit_dir, workspace))
+    return rel.replace(os.sep, "/")
+
+
+def module_problem(jit_dir, name):
+    """None when `<jit_dir>/<name>/<name>.so` is a whole ELF, else why not."""
+    return so_problem(os.path.join(jit_dir, name, name + ".so"))
+
+
+def whole_modules(jit_dir):
+    """Names of module dirs in `jit_dir` whose shared object is whole (FlashInfer's lock dir aside)."""
+    if not os.path.isdir(jit_dir):
+        return []
+    return [name for name in sorted(os.listdir(jit_dir))
+            if name != "tmp" and os.path.isdir(os.path.join(jit_dir, name))
+            and not os.path.islink(os.path.join(jit_dir, name)) and module_problem(jit_dir, name) is None]
+
+
+def workspace_files(workspace, jit_rel):
+    """(relative paths of the regular files to pack, whole module names, what was left out and why).
+
+    Left out: FlashInfer's lock dir (<jit dir>/tmp) and ``*.lock`` files, symlinks and anything not a
+    regular file, a module dir whose .so is not whole (a killed build), any other broken .so."""
+    jit_dir = os.path.join(workspace, jit_rel)
+    modules = whole_modules(jit_dir)
+    skip_dirs = {jit_rel + "/tmp"}
+    left_out = []
+    if os.path.isdir(jit_dir):
+        for name in sorted(os.listdir(jit_dir)):
+            path = os.path.join(jit_dir, name)
+            if name != "tmp" and name not in modules and os.path.isdir(path) and not os.path.islink(path):
+                skip_dirs.add(jit_rel + "/" + name)
+                left_out.append("%s/%s: %s" % (jit_rel, name, module_problem(jit_dir, name)))
+    files = []
+    for root, dirs, names in os.walk(workspace):
+        rel_root = os.path.relpath(root, workspace).replace(os.sep, "/")
+        rel_root = "" if rel_root == "." else rel_root + "/"
+        dirs[:] = sorted(d for d in dirs if rel_root + d not in skip_dirs and not os.path.islink(os.path.join(root, d)))
+        for name in sorted(names):
+            path = os.path.join(root, name)
+            if name.endswith(".lock") or not stat.S_ISREG(os.lstat(path).st_mode):
+                continue
+            if name.endswith(".so") and so_problem(path):
+                left_out.append("%s%s: %s" % (rel_root, name, so_problem(path)))
+                continue
+            files.append(rel_root + name)
+    return files, modules, left_out
+
+
+def read_manifest_of(path):
+    """The manifest of an artifact (its first member), or None when it has none that can be read."""
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            member = tar.next()
+            if member is None or member.name != MANIFEST or not member.isfile():
+                return None
+            return json.loads(tar.extractfile(member).read().decode("utf-8"))
+    except (OSError, tarfile.TarError, ValueError, EOFError):
+        return None
+
+
+class HashingReader:
+    """A file read through for tarfile.addfile that hashes what tarfile takes from it."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.digest = hashlib.sha256()
+
+    def read(self, size=-1):
+        data = self.handle.read(size)
+        self.digest.update(data)
+        return data
+
+
+def pack(workspace, key, dest, jit_dir, check_mode=False):
+    """Write the workspace's kernels to the tar.gz `dest` (atomically): ``manifest.json`` first (format,
+    key, key_id, jit_dir, modules, files {relative path: {sha256, size}}), then each file as
+    ``workspace/<relative path>``. A `dest` whose manifest already says the same is left as it is.
+
+    Returns {path, bytes, sha256, modules, files (count), left_out, changed}; with `check_mode`
+    nothing is written (bytes and sha256 are None when `dest` would change)."""
+    workspace = os.path.abspath(workspace)
+    dest = os.path.abspath(dest)
+    if not os.path.isdir(workspace):
+        raise KernelCacheError("workspace %s is not a directory: warm the cache first (flashinfer_jit_cache) "
+                               "or fix workspace_base" % workspace)
+    if (dest + os.sep).startswith(os.path.realpath(workspace) + os.sep) or (dest + os.sep).startswith(workspace + os.sep):
+        raise KernelCacheError("dest %s is inside the workspace %s: put the artifact outside it" % (dest, workspace))
+    jit_rel = jit_relpath(workspace, jit_dir)
+    try:
+        rels, modules, left_out = workspace_files(workspace, jit_rel)
+        entries = {}
+        for rel in rels:
+            path = os.path.join(workspace, rel)
+            entries[rel] = {"sha256": file_sha256(path), "size": os.path.getsize(path)}
+    except OSError as exc:
+        raise KernelCacheError("cannot read the workspace: %s" % os_error_reason(exc)) from exc
+    manifest = {"format": FORMAT, "key": key, "key_id": key_id(key), "jit_dir": jit_rel, "modules": modules,
+                "files": entries}
+    result = {"path": dest, "modules": modules, "files": len(entries), "left_out": left_out}
+    if read_manifest_of(dest) == manifest:
+        result.update(bytes=os.path.getsize(dest), sha256=file_sha256(dest), changed=False)
+        return result
+    result.update(bytes=None, sha256=None, changed=True)
+    if check_mode:
+        return result
+    try:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(dest) + ".", suffix=".tmp", dir=os.path.dirname(dest))
+    except OSError as exc:
+        raise KernelCacheError("cannot write the artifact: %s" % os_error_reason(exc)) from exc
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+                data = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8")
+                info = tarfile.TarInfo(MANIFEST)
+                info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+                for rel, entry in entries.items():
+                    _add_file(tar, workspace, rel, entry)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise KernelCacheError("cannot write the artifact: %s" % os_error_reason(exc)) from exc
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    result.update(bytes=os.path.getsize(dest), sha256=file_sha256(dest))
+    return result
+
+
+def _add_file(tar, workspace, rel, entry):
+    """Add one file as hashed in the manifest; a file that changed since is an error (a build ran)."""
+    path = os.path.join(workspace, rel)
+    info = tarfile.TarInfo(PREFIX + rel)
+    st = os.stat(path)
+    info.size, info.mode, info.mtime = entry["size"], stat.S_IMODE(st.st_mode) & 0o755, int(st.st_mtime)
+    with open(path, "rb") as handle:
+        reader = HashingReader(handle)
+        try:
+            tar.addfile(info, reader)
+        except OSError as exc:  # tarfile: "unexpected end of data" for a file that shrank
+            if exc.errno is not None:
+                raise
+            reader.digest = None
+        extra = handle.read(1)
+    if reader.digest is None or extra or reader.digest.hexdigest() != entry["sha256"]:
+        raise KernelCacheError("%s changed while it was packed (a FlashInfer build running?): pack again when no "
+                               "build runs" % path)
+
+
+# ---- ninja ---------------------------------------------------------------------------------------
+
+def find_ninja():
+    """The ninja FlashInfer runs: the bare name `ninja` on this process's PATH."""
+    ninja = shutil.which("ninja")
+    if not ninja:
+        raise KernelCacheError("ninja not found on PATH=%s: put the SGLang venv's bin (which has the ninja wheel's "
+                               "ninja) first on PATH, as the flashinfer role's environment file does"
+                               % os.environ.get("PATH", os.defpath))
+    return ninja
+
+
+def _ninja(ninja, module_dir, *args):
+    try:
+        return subprocess.run([ninja, "-C", module_dir, "-f", "build.ninja"] + list(args),
+                              capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise KernelCacheError("cannot run %s (%s): reinstall the venv's ninja (pip install ninja) or put a "
+                               "working ninja first on PATH" % (ninja, exc.strerror or exc)) from exc
+
+
+def rewrite_deps_mtime(path, mtime_ns):
+    """Set the mtime of every deps record of the ninja deps log `path` to `mtime_ns` (atomically).
+    Returns the number of deps records. Refuses a log that is not version 4 or is malformed."""
+    with open(path, "rb") as handle:
+        data = bytearray(handle.read())
+    head = len(DEPS_SIGNATURE)
+    if data[:head] != DEPS_SIGNATURE or len(data) < head + 4:
+        raise KernelCacheError("%s is not a ninja deps log: remove the module dir to build it locally" % path)
+    version = struct.unpack_from("<i", data, head)[0]
+    if version != DEPS_VERSION:
+        raise KernelCacheError("%s is ninja deps log version %d, only version %d (ninja >= 1.10) is understood: build "
+                               "the cache with the venv's ninja wheel" % (path, version, DEPS_VERSION))
+    low, high = mtime_ns & 0xFFFFFFFF, (mtime_ns >> 32) & 0xFFFFFFFF
+    offset, count = head + 4, 0
+    while offset < len(data):
+        if offset + 4 > len(data):
+            raise KernelCacheError("%s is truncated at byte %d: remove the module dir to build it locally" % (path, offset))
+        size = struct.unpack_from("<I", data, offset)[0]
+        is_deps, size = size & DEPS_RECORD, size & ~DEPS_RECORD
+        end = offset + 4 + size
+        bad = size % 4 or end > len(data) or (size < 12 if is_deps else size < 8)
+        if bad:
+            raise KernelCacheError("%s has a malformed record at byte %d (size %d): remove the module dir to build it "
+                                   "locally" % (path, offset, size))
+        if is_deps:
+            struct.pack_into("<II", data, offset + 8, low, high)
+            count += 1
+        offset = end
+    fd, tmp = tempfile.mkstemp(prefix=".ninja_deps.", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return count
+
+
+def set_mtimes(root, mtime_ns):
+    """Every regular file under `root` (or `root` itself when it is a file) gets mtime and atime `mtime_ns`."""
+    paths = [root] if not os.path.isdir(root) else [
+        os.path.join(base, name) for base, _dirs, names in os.walk(root) for name in names]
+    for path in paths:
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.utime(path, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+
+
+def settle_ninja(module_dir, ninja, mtime_ns):
+    """Make ninja's view of a copied module dir current: files' mtimes to `mtime_ns`, ``ninja -t restat``
+    (the build log), every deps record's mtime to `mtime_ns` (the deps log)."""
+    if not os.path.isfile(os.path.join(module_dir, "build.ninja")):
+        raise KernelCacheError("%s has no build.ninja: it will be built locally" % module_dir)
+    set_mtimes(module_dir, mtime_ns)
+    done = _ninja(ninja, module_dir, "-t", "restat")
+    if done.returncode != 0:
+        raise KernelCacheError("ninja -t restat failed in %s: %s" % (module_dir, _last_line(done)))
+    deps = os.path.join(module_dir, ".ninja_deps")
+    if os.path.exists(deps):
+        rewrite_deps_mtime(deps, mtime_ns)
+
+
+def _last_line(done):
+    lines = [line for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
+    return lines[-1] if lines else "exit status %d" % done.returncode
+
+
+def ninja_up_to_date(module_dir, ninja):
+    """(True, '') when ``ninja -n`` has no work in `module_dir`, else (False, ninja's first explanation)."""
+    done = _ninja(ninja, module_dir, "-n", "-d", "explain")
+    if done.returncode == 0 and NO_WORK in done.stdout.splitlines():
+        return True, ""
+    explain = [line for line in done.stderr.splitlines() if line.startswith("ninja explain:")]
+    return False, explain[0] if explain else _last_line(done)
+
+
+@contextlib.contextmanager
+def build_lock(jit_dir, name):
+    """FlashInfer's lock for building `name` (<jit dir>/tmp/<name>.lock, flock): True when taken, False
+    when a build holds it."""
+    lock_dir = os.path.join(jit_dir, "tmp")
+    os.makedirs(lock_dir, exist_ok=True)
+    fd = os.open(os.path.join(lock_dir, name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+# ---- seeding -----------------------------------------------------------------------------------
+
+class Rejected(Exception):
+    """The artifact as a whole cannot be used (the reason)."""
+
+
+def _safe_rel(name):
+    """A member or manifest path as a normalised relative posix path, or None when it is not one."""
+    if not name or name.startswith("/") or "\\" in name or "\0" in name:
+        return None
+    norm = posixpath.normpath(name)
+    if norm != name.rstrip("/") or norm in (".", "..") or norm.startswith("../") or "/../" in norm:
+        return None
+    return norm
+
+
+def _check_manifest(manifest, key):
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise Rejected("artifact format %r, this collection reads format %d: pack it again with this collection"
+                       % (manifest.get("format") if isinstance(manifest, dict) else None, FORMAT))
+    found = manifest.get("key")
+    if not isinstance(found, dict):
+        raise Rejected("artifact manifest has no key")
+    differences = key_differences(key, found)
+    if differences:
+        raise Rejected("artifact was built for another key; differs in %s" % "; ".join(differences))
+    files, modules, jit_rel = manifest.get("files"), manifest.get("modules"), manifest.get("jit_dir")
+    if not isinstance(files, dict) or not isinstance(modules, list) or not isinstance(jit_rel, str):
+        raise Rejected("artifact manifest lacks files, modules or jit_dir")
+    for rel, entry in files.items():
+        if _safe_rel(rel) != rel or not isinstance(entry, dict) or not isinstance(entry.get("size"), int) \
+                or not isinstance(entry.get("sha256"), str):
+            raise Rejected("artifact manifest has a bad entry %r" % rel)
+    for name in modules:
+        if not isinstance(name, str) or _safe_rel(name) != name or "/" in name or name == "tmp" \
+                or "%s/%s/%s.so" % (jit_rel, name, name) not in files:
+            raise Rejected("artifact manifest lists module %r without its .so" % (name,))
+    return manifest
+
+
+def _open_artifact(src, sha256, key):
+    """Verify the checksum, read the manifest and check the key. Returns (tar, manifest); raises Rejected."""
+    expected = sha256.lower()
+    if expected.startswith("sha256:"):
+        expected = expected[len("sha256:"):]
+    try:
+        actual = file_sha256(src)
+    except OSError as exc:
+        raise KernelCacheError("cannot read the artifact: %s" % os_error_reason(exc)) from exc
+    if actual != expected:
+        raise Rejected("sha256 of %s is %s, expected %s (truncated or replaced): fetch it again" % (src, actual, expected))
+    try:
+        tar = tarfile.open(src, "r:gz")
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise Rejected("%s is not a readable tar.gz (%s)" % (src, exc)) from exc
+    try:
+        member = tar.next()
+        if member is None or member.name != MANIFEST or not member.isfile():
+            raise Rejected("%s has no manifest.json first: it was not packed by this collection" % src)
+        try:
+            manifest = json.loads(tar.extractfile(member).read().decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise Rejected("manifest.json of %s is not JSON (%s)" % (src, exc)) from exc
+        return tar, _check_manifest(manifest, key)
+    except (Rejected, OSError, tarfile.TarError, EOFError) as exc:
+        tar.close()
+        if isinstance(exc, Rejected):
+            raise
+        raise Rejected("cannot read %s (%s)" % (src, exc)) from exc
+
+
+def _extract(tar, manifest, staging):
+    """Extract the workspace members into `staging` and prove them against the manifest."""
+    files = manifest["files"]
+    members, seen = [], set()
+    try:
+        for index, member in enumerate(tar):
+            if index == 0:
+                continue  # the manifest, read already
+            rel = _safe_rel(member.name)
+            if rel is None or not rel.startswith(PREFIX) or not (member.isfile() or member.isdir()):
+                raise Rejected("artifact member %r is not a plain file or dir under workspace/" % member.name)
+            if member.isfile():
+                if rel[len(PREFIX):] not in files or rel in seen:
+                    raise Rejected("artifact member %r is not in its manifest (or twice)" % member.name)
+                seen.add(rel)
+            members.append(member)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(staging, members=members, filter="data")
+        else:  # pragma: no cover - Python < 3.11.4; the members are checked above
+            tar.extractall(staging, members=members)
+    except (tarfile.TarError, EOFError, ValueError) as exc:  # a truncated gzip stream, a refused member
+        raise Rejected("cannot unpack the artifact (%s)" % exc) from exc
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EACCES, errno.EPERM, errno.EROFS):
+            raise KernelCacheError("cannot unpack the artifact: %s" % os_error_reason(exc)) from exc
+        raise Rejected("cannot unpack the artifact (%s)" % exc) from exc
+    root = os.path.join(staging, "workspace")
+    for rel, entry in sorted(files.items()):
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) or os.path.islink(path):
+            raise Rejected("artifact lacks %s, which its manifest lists" % rel)
+        if os.path.getsize(path) != entry["size"] or file_sha256(path) != entry["sha256"]:
+            raise Rejected("artifact member %s does not match its manifest (size or sha256): the artifact was altered; "
+                           "pack it again" % rel)
+        if rel.endswith(".so"):
+            problem = so_problem(path)
+            if problem:
+                raise Rejected("artifact's %s is %s" % (rel, problem))
+    return root
+
+
+def _plan(manifest, jit_dir):
+    """(modules to move in, modules already whole locally)."""
+    incoming, skipped = [], []
+    for name in sorted(manifest["modules"]):
+        (skipped if module_problem(jit_dir, name) is None else incoming).append(name)
+    return incoming, skipped
+
+
+def seed(src, sha256, key, workspace, jit_dir, ninja=None, check_mode=False):
+    """Seed `workspace` from the artifact `src` (its sha256 must be `sha256`, its key `key`).
+
+    Module dirs the local jit dir lacks or holds broken are moved in, settled and proven with
+    ``ninja -n`` (one ninja would rebuild is removed again: `rejected_modules`); other files are added
+    only where missing. A rejected artifact merges nothing. With `check_mode` only the checksum,
+    manifest and key are verified and nothing is written.
+
+    Returns {seeded, rejected (None or the reason), rejected_modules {name: reason}, skipped_modules,
+    removed (local module dirs with a broken .so that were removed)}."""
+    workspace = os.path.abspath(workspace)
+    jit_rel = jit_relpath(workspace, jit_dir)
+    jit_dir = os.path.join(workspace, jit_rel)
+    result = {"seeded": [], "rejected": None, "rejected_modules": {}, "skipped_modules": [], "removed": []}
+    try:
+        tar, manifest = _open_artifact(src, sha256, key)
+    except Rejected as exc:
+        result["rejected"] = str(exc)
+        return result
+    with tar:
+        if manifest["jit_dir"] != jit_rel:
+            result["rejected"] = "artifact's JIT dir is %s, this host's %s" % (manifest["jit_dir"], jit_rel)
+            return result
+        incoming, result["skipped_modules"] = _plan(manifest, jit_dir)
+        if check_mode:
+            result["seeded"] = incoming
+            return result
+        try:
+            staging = tempfile.mkdtemp(prefix=".%s.seed-" % os.path.basename(workspace), dir=os.path.dirname(workspace))
+        except OSError as exc:
+            raise KernelCacheError("cannot unpack beside the workspace: %s" % os_error_reason(exc)) from exc
+        try:
+            try:
+                root = _extract(tar, manifest, staging)
+            except Rejected as exc:
+                result["rejected"] = str(exc)
+                return result
+            if incoming and ninja is None:
+                ninja = find_ninja()
+            _merge(root, manifest, workspace, jit_rel, incoming, ninja, result)
+        except OSError as exc:
+            raise KernelCacheError("cannot seed %s: %s" % (workspace, os_error_reason(exc))) from exc
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return result
+
+
+def _merge(root, manifest, workspace, jit_rel, incoming, ninja, result):
+    mtime_ns = time.time_ns()
+    jit_dir = os.path.join(workspace, jit_rel)
+    os.makedirs(jit_dir, exist_ok=True)
+    # Files outside the module dirs (generated sources, other caches): only where missing locally.
+    module_tops = set()
+    staged_jit = os.path.join(root, jit_rel)
+    if os.path.isdir(staged_jit):
+        module_tops = {jit_rel + "/" + name for name in os.listdir(staged_jit) if name != "tmp"}
+    for rel in sorted(manifest["files"]):
+        top = "/".join(rel.split("/")[:len(jit_rel.split("/")) + 1])
+        if top in module_tops and os.path.isdir(os.path.join(root, top)):
+            continue  # inside a module dir: moved whole below, or not at all
+        target = os.path.join(workspace, rel)
+        if os.path.lexists(target):
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.move(os.path.join(root, rel), target)
+        os.utime(target, ns=(mtime_ns, mtime_ns))
+    for name in incoming:
+        target = os.path.join(jit_dir, name)
+        with build_lock(jit_dir, name) as taken:
+            if not taken:
+                result["rejected_modules"][name] = "a FlashInfer build holds %s/tmp/%s.lock: left to it" % (jit_dir, name)
+                continue
+            if module_problem(jit_dir, name) is None:  # built while this ran
+                result["skipped_modules"].append(name)
+                continue
+            if os.path.lexists(target):  # broken: never left in place
+                if os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)
+                else:
+                    os.unlink(target)
+                result["removed"].append(name)
+            shutil.move(os.path.join(root, jit_rel, name), target)
+            try:
+                settle_ninja(target, ninja, mtime_ns)
+                fresh, explain = ninja_up_to_date(target, ninja)
+            except KernelCacheError as exc:
+                fresh, explain = False, str(exc)
+            if fresh and module_problem(jit_dir, name) is None:
+                result["seeded"].append(name)
+            else:
+                shutil.rmtree(target)
+                result["rejected_modules"][name] = explain or "its .so is %s" % module_problem(jit_dir, name)
+    result["skipped_modules"].sort()

@@ -1,0 +1,288 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: flashinfer_jit_artifact
+short_description: Pack a venv's FlashInfer JIT kernels into an artifact, or seed a host from one
+version_added: 0.1.0
+author: blackwell.sglang developers (!UNKNOWN)
+description:
+  - Compile once per fleet. Hosts with the same venv, the same targets and the same CUDA toolkit build
+    the same kernels; the first host packs its per-venv workspace (O(workspace_base)) into a tar.gz
+    (O(dest)), the controller stores it, and the other hosts seed their workspace from it (O(src))
+    instead of compiling.
+  - Every artifact carries a key (O(workspace_base), the venv, FlashInfer's version and targets, the
+    CUDA home and release, and a sha256 over the venv's C(*.dist-info/RECORD) files, so the same
+    wheels) and a manifest with every file's sha256 and size. An artifact whose checksum, key or
+    manifest does not match is rejected as a whole and nothing of it is merged (RV(rejected)).
+  - Seeding moves in each module dir the host lacks or holds broken (a missing, empty, truncated or
+    non-ELF C(.so)); modules whole on the host are left as they are; other files (FlashInfer's
+    generated sources, other kernel caches of the workspace) are added only where missing.
+    Each moved-in module is then settled for ninja (every file's mtime set to now,
+    C(ninja -t restat), every C(.ninja_deps) record's mtime set to now) and proven with FlashInfer's
+    own ninja (C(ninja -n)). One that ninja would rebuild is removed again (RV(rejected_modules)) and
+    is built locally by M(blackwell.sglang.flashinfer_jit_cache).
+  - Must run with the SGLang venv's interpreter (C(ansible_python_interpreter)) and as the service
+    user, with the environment files the services use (O(env_file)); their C(PATH) gives the
+    C(ninja) FlashInfer runs.
+options:
+  workspace_base:
+    description:
+      - C(FLASHINFER_WORKSPACE_BASE) of this venv, the per-venv workspace that is packed or seeded
+        (FlashInfer's cache is its C(.cache/flashinfer)).
+    type: path
+    required: true
+  src:
+    description:
+      - An artifact on the host to seed the workspace from (made by O(dest) on a host with the same key).
+    type: path
+  checksum:
+    description: sha256 of O(src) (hex, optionally prefixed C(sha256:)); a file that differs is rejected.
+    type: str
+  dest:
+    description:
+      - Pack the workspace into this tar.gz (written atomically, mode C(0644)). Left as it is when its
+        manifest already lists the same key and files.
+    type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - blackwell.sglang.flashinfer_env
+attributes:
+  check_mode:
+    support: full
+    details:
+      - With O(src), verifies the checksum, the manifest and the key and reports what would be seeded;
+        with O(dest), reports whether the artifact would be written. Writes nothing.
+  diff_mode:
+    support: full
+    details: The whole modules in the JIT dir, before and after.
+  platform:
+    platforms: posix
+notes:
+  - Rejections, returned in RV(rejected) (the task does not fail; the modules are then built locally) -
+    a checksum that differs (truncated or replaced file); a file that is not a tar.gz or has no
+    C(manifest.json) first; another key (the message names each field that differs, with both values);
+    a member not in the manifest, not a plain file or outside C(workspace/); a member whose sha256 or
+    size differs from the manifest; a broken C(.so) in it.
+  - Failure modes, one line each naming the cause and the fix - no C(flashinfer) in the interpreter;
+    no C(nvcc) under C(CUDA_HOME); no C(*.dist-info/RECORD) in the venv; O(src) missing or unreadable;
+    C(ninja) not on C(PATH); FlashInfer's JIT dir outside O(workspace_base); O(dest) inside the
+    workspace or not writable; a workspace file that changed while it was packed (a build running);
+    no space, permission denied or a read-only file system under the workspace or beside it (the
+    artifact is unpacked into a temporary dir beside the workspace, on the same file system).
+  - A module whose FlashInfer build lock (C(<jit dir>/tmp/<module>.lock)) is held by a running build
+    is left to that build and listed in RV(rejected_modules).
+seealso:
+  - module: blackwell.sglang.flashinfer_jit_cache
+"""
+
+EXAMPLES = r"""
+- name: Pack the warm workspace on the first host
+  blackwell.sglang.flashinfer_jit_artifact:
+    env_file: [/etc/sglang/flashinfer.env, /opt/sglang/current/venv.env]
+    workspace_base: /var/lib/sglang/kernel-caches/sglang-20260101-1a2b3c
+    dest: /var/lib/sglang/kernel-caches/sglang-20260101-1a2b3c.tar.gz
+  become: true
+  become_user: sglang
+  vars:
+    ansible_python_interpreter: /opt/sglang/current/bin/python
+  register: packed
+
+- name: Seed another host from the stored artifact
+  blackwell.sglang.flashinfer_jit_artifact:
+    env_file: [/etc/sglang/flashinfer.env, /opt/sglang/current/venv.env]
+    workspace_base: /var/lib/sglang/kernel-caches/sglang-20260101-1a2b3c
+    src: /var/lib/sglang/kernel-caches/incoming.tar.gz
+    checksum: "{{ packed.packed.sha256 }}"
+  become: true
+  become_user: sglang
+  vars:
+    ansible_python_interpreter: /opt/sglang/current/bin/python
+  register: seeded
+"""
+
+RETURN = r"""
+key:
+  description: What must be equal for kernels to be reused; an artifact seeds only a host with an equal key.
+  returned: always
+  type: dict
+  sample:
+    venv: /opt/sglang/venvs/sglang-20260101-1a2b3c
+    workspace: /var/lib/sglang/kernel-caches/sglang-20260101-1a2b3c
+    flashinfer_version: 0.7.2
+    targets: ["12.0f"]
+    cuda_home: /opt/cuda/13.0.2
+    cuda_version: "13.0"
+    packages: 5b1f0c0e3f9e4c6f0d0c7a1b2e3d4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4
+key_id:
+  description: A file-name-safe id of RV(key) (venv name, targets, CUDA release, 12 hex digits of its sha256).
+  returned: always
+  type: str
+  sample: sglang-20260101-1a2b3c-120f-cuda13.0-3f2a9c0d1b7e
+cache_dir:
+  description: FlashInfer's JIT dir for this version and these targets (C(FLASHINFER_JIT_DIR)).
+  returned: always
+  type: str
+  sample: /var/lib/sglang/kernel-caches/sglang-20260101-1a2b3c/.cache/flashinfer/0.7.2/120f/cached_ops
+modules:
+  description: Modules in RV(cache_dir) whose C(.so) is whole after the run (would be, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [sampling, topk]
+warmable:
+  description:
+    - The RV(modules) FlashInfer can generate by name (C(flashinfer.jit.<name>.gen_<name>_module) or
+      C(flashinfer.jit.gen_<name>_module) exists), so M(blackwell.sglang.flashinfer_jit_cache) can check them.
+  returned: always
+  type: list
+  elements: str
+  sample: [sampling, topk]
+seeded:
+  description: Modules moved in from O(src) and proven up to date by ninja (would be, in check mode).
+  returned: when src is given
+  type: list
+  elements: str
+  sample: [sampling]
+rejected:
+  description: Why O(src) as a whole was not used (nothing of it was merged); null when it was.
+  returned: when src is given
+  type: str
+  sample: "artifact was built for another key; differs in cuda_version (artifact \"12.9\", host \"13.0\")"
+rejected_modules:
+  description: Modules of O(src) that were not kept, each with the reason (ninja's first C(-d explain) line).
+  returned: when src is given
+  type: dict
+  sample: {topk: "ninja explain: output topk.cuda.o older than most recent input /opt/cuda/13.0.2/include/cuda.h"}
+skipped_modules:
+  description: Modules of O(src) that were already whole on the host and were left as they are.
+  returned: when src is given
+  type: list
+  elements: str
+removed:
+  description:
+    - Module dirs of the host with a broken C(.so) that were removed (replaced by the artifact's, or,
+      when ninja rejected that, left to be built locally).
+  returned: when src is given
+  type: list
+  elements: str
+packed:
+  description:
+    - The artifact at O(dest) - C(path); C(bytes), its size in bytes; C(sha256); C(modules), the
+      modules in it; C(files), the number of files in it; C(left_out), what was not packed and why
+      (a module dir whose C(.so) is not whole, another broken C(.so)). C(bytes) and C(sha256) are
+      null in check mode when the artifact would be written.
+  returned: when dest is given
+  type: dict
+  sample:
+    path: /var/lib/sglang/kernel-caches/sglang-20260101-1a2b3c.tar.gz
+    bytes: 48213377
+    sha256: 9d1c0b0f6b1e2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5
+    modules: [sampling, topk]
+    files: 61
+    left_out: []
+"""
+
+import importlib
+import os
+import sys
+import sysconfig
+
+# Run as a plain script (python3 .../flashinfer_jit_artifact.py args.json), Python puts this file's
+# directory first on sys.path, and FlashInfer's probe for its own AOT package, `flashinfer_jit_cache`,
+# would import the module of that name beside this one. Take that entry out.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils import kernel_cache as kc  # noqa: E402
+
+
+def warmable(names):
+    """The names FlashInfer has a generator for (looked up, not called)."""
+    found = []
+    for name in names:
+        if not name.isidentifier():
+            continue
+        for module_name in ("flashinfer.jit.%s" % name, "flashinfer.jit"):
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+            if callable(getattr(module, "gen_%s_module" % name, None)):
+                found.append(name)
+                break
+    return found
+
+
+def host_key(cache, workspace):
+    """This host's key: the venv, the workspace, FlashInfer's version and targets, the CUDA toolkit,
+    the installed wheels."""
+    nvcc, release = cache.nvcc()
+    return kc.cache_key(
+        venv=os.path.realpath(sys.prefix), workspace=workspace, flashinfer_version=cache.version,
+        targets=cache.target_archs(), cuda_home=os.path.dirname(os.path.dirname(nvcc)), cuda_version=release,
+        packages=kc.record_digest(sysconfig.get_paths()["purelib"]),
+    )
+
+
+def run(module):
+    params = module.params
+    workspace = os.path.abspath(params["workspace_base"])
+    fj.prepare_environment(params["env_file"], workspace)
+    cache = fj.FlashInferCache()
+    key = host_key(cache, workspace)
+    before = kc.whole_modules(cache.jit_dir)
+    result = dict(key=key, key_id=kc.key_id(key), cache_dir=cache.jit_dir, changed=False)
+    after = before
+    if params["src"]:
+        if not os.path.isfile(params["src"]):
+            raise kc.KernelCacheError("src %s is not a file: copy the artifact to the host first" % params["src"])
+        # ninja (found on PATH when a module is to be moved in) is not needed to verify or in check mode.
+        seeded = kc.seed(params["src"], params["checksum"], key, workspace, cache.jit_dir, check_mode=module.check_mode)
+        result.update(seeded)
+        result["changed"] = bool(seeded["seeded"] or seeded["removed"])
+        after = sorted(set(before) | set(seeded["seeded"])) if module.check_mode else kc.whole_modules(cache.jit_dir)
+    if params["dest"]:
+        packed = kc.pack(workspace, key, params["dest"], cache.jit_dir, check_mode=module.check_mode)
+        result["changed"] = result["changed"] or packed.pop("changed")
+        result["packed"] = packed
+    result["modules"] = after
+    result["warmable"] = warmable(after)
+    if module._diff:
+        result["diff"] = {
+            "before": {"cache_dir": cache.jit_dir, "modules": before},
+            "after": {"cache_dir": cache.jit_dir, "modules": after},
+        }
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            env_file=dict(type="list", elements="path"),
+            workspace_base=dict(type="path", required=True),
+            src=dict(type="path"),
+            checksum=dict(type="str"),
+            dest=dict(type="path"),
+        ),
+        required_together=[("src", "checksum")],
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module)
+    except (fj.JitCacheError, kc.KernelCacheError) as exc:
+        module.fail_json(msg=str(exc))
+    except OSError as exc:  # kernel_cache turns those it expects into KernelCacheError; never a traceback all the same
+        module.fail_json(msg=fj.os_error_reason(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

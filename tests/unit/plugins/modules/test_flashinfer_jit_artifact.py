@@ -1,0 +1,195 @@
+"""flashinfer_jit_artifact end to end: main() against the fake `flashinfer` package of fake_flashinfer.py
+(the `fake` fixture, conftest.py; it stands in for FlashInfer, which needs CUDA), with module dirs
+built by the real ninja (the wheel FlashInfer runs). kernel_cache's own tests build with gcc.
+"""
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import kernel_cache as kc
+from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_jit_artifact
+from fake_flashinfer import VERSION, drop_flashinfer_modules, elf64
+from module_runner import run_module
+
+NINJA = shutil.which("ninja", path=os.path.dirname(sys.executable)) or shutil.which("ninja")
+BUILD_NINJA = "rule cp\n  command = cp $in $out\nbuild {name}.so: cp payload.elf\n"
+
+
+def ok(result):
+    assert result["_rc"] == 0, result
+    assert "failed" not in result, result
+    return result
+
+
+def failed(result):
+    assert result["_rc"] == 1, result
+    assert result["failed"] is True
+    return result["msg"]
+
+
+def sha(path):
+    return hashlib.sha256(open(str(path), "rb").read()).hexdigest()
+
+
+def tree(root):
+    found = {}
+    for base, dirs, names in os.walk(str(root)):
+        for name in dirs + names:
+            st = os.lstat(os.path.join(base, name))
+            found[os.path.relpath(os.path.join(base, name), str(root))] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return found
+
+
+@pytest.fixture
+def env_file(tmp_path):
+    """The flashinfer role's environment file: the venv's bin (its ninja) first on PATH."""
+    assert NINJA, "no ninja: install requirements-dev.txt (the ninja wheel) into the venv"
+    path = tmp_path / "flashinfer.env"
+    path.write_text("PATH=%s:/usr/bin:/bin\n" % os.path.dirname(NINJA))
+    return str(path)
+
+
+def warm(fake, name):
+    """A module dir as a ninja build leaves it: build.ninja, .ninja_log, <name>.so (a whole ELF)."""
+    module_dir = fake.jit_dir() / name
+    module_dir.mkdir(parents=True)
+    (module_dir / "payload.elf").write_bytes(elf64(payload=256))
+    (module_dir / "build.ninja").write_text(BUILD_NINJA.format(name=name))
+    subprocess.run([NINJA, "-C", str(module_dir)], check=True, capture_output=True)
+    return module_dir
+
+
+def run(fake, capsys, check_mode=False, diff=False, **args):
+    """One module run, like Ansible's: FlashInfer imported anew."""
+    args.setdefault("workspace_base", str(fake.base))
+    drop_flashinfer_modules()
+    try:
+        return run_module(flashinfer_jit_artifact.main, capsys, args, check_mode, diff)
+    finally:
+        drop_flashinfer_modules()
+
+
+def packed_host(fake, capsys, env_file, tmp_path):
+    """Host 1 warms sampling and a module FlashInfer cannot name, packs, and its workspace goes."""
+    warm(fake, "sampling")
+    warm(fake, "custom_0a1b")
+    dest = tmp_path / "store" / "a.tar.gz"
+    result = ok(run(fake, capsys, env_file=env_file, dest=str(dest)))
+    os.rename(str(fake.base), str(tmp_path / "host1"))
+    fake.base.mkdir()
+    return result, dest
+
+
+def test_pack(fake, capsys, env_file, tmp_path):
+    warm(fake, "sampling")
+    warm(fake, "custom_0a1b")
+    dest = tmp_path / "store" / "a.tar.gz"
+    result = ok(run(fake, capsys, env_file=env_file, dest=str(dest)))
+    assert result["changed"] is True
+    key = result["key"]
+    assert key == {
+        "venv": os.path.realpath(sys.prefix), "workspace": str(fake.base), "flashinfer_version": VERSION,
+        "targets": ["12.0f"], "cuda_home": str(fake.cuda_home), "cuda_version": "13.0",
+        "packages": kc.record_digest(sysconfig.get_paths()["purelib"]),
+    }
+    assert result["key_id"] == kc.key_id(key)
+    assert result["key_id"].startswith(os.path.basename(os.path.realpath(sys.prefix)).lstrip(".") + "-120f-cuda13.0-")
+    assert result["cache_dir"] == str(fake.jit_dir())
+    assert result["modules"] == ["custom_0a1b", "sampling"]
+    assert result["warmable"] == ["sampling"]
+    packed = result["packed"]
+    assert packed["path"] == str(dest) and packed["modules"] == ["custom_0a1b", "sampling"]
+    assert packed["bytes"] == dest.stat().st_size and packed["sha256"] == sha(dest)
+    assert packed["left_out"] == [] and packed["files"] == 8  # per module: build.ninja, payload, .so, .ninja_log
+    assert "seeded" not in result and "rejected" not in result
+    again = ok(run(fake, capsys, env_file=env_file, dest=str(dest)))
+    assert again["changed"] is False and again["packed"]["sha256"] == packed["sha256"]
+
+
+def test_seed_a_fresh_workspace(fake, capsys, env_file, tmp_path):
+    packed, dest = packed_host(fake, capsys, env_file, tmp_path)
+    result = ok(run(fake, capsys, diff=True, env_file=env_file, src=str(dest), checksum=packed["packed"]["sha256"]))
+    assert result["changed"] is True
+    assert result["key"] == packed["key"]
+    assert result["seeded"] == ["custom_0a1b", "sampling"]
+    assert result["rejected"] is None and result["rejected_modules"] == {} and result["skipped_modules"] == []
+    assert result["modules"] == ["custom_0a1b", "sampling"] and result["warmable"] == ["sampling"]
+    assert result["diff"] == {
+        "before": {"cache_dir": str(fake.jit_dir()), "modules": []},
+        "after": {"cache_dir": str(fake.jit_dir()), "modules": ["custom_0a1b", "sampling"]},
+    }
+    assert sha(fake.so()) == sha(tmp_path / "host1" / os.path.relpath(str(fake.so()), str(fake.base)))
+    done = subprocess.run([NINJA, "-n", "-C", str(fake.jit_dir() / "sampling")], capture_output=True, text=True,
+                          check=True)
+    assert "ninja: no work to do." in done.stdout
+    again = ok(run(fake, capsys, env_file=env_file, src=str(dest), checksum=packed["packed"]["sha256"]))
+    assert again["changed"] is False and again["seeded"] == []
+    assert again["skipped_modules"] == ["custom_0a1b", "sampling"]
+
+
+def test_check_mode_writes_nothing(fake, capsys, env_file, tmp_path):
+    packed, dest = packed_host(fake, capsys, env_file, tmp_path)
+    before = tree(tmp_path)
+    result = ok(run(fake, capsys, check_mode=True, diff=True, env_file=env_file, src=str(dest),
+                    checksum=packed["packed"]["sha256"], dest=str(tmp_path / "store" / "b.tar.gz")))
+    assert result["changed"] is True
+    assert result["seeded"] == ["custom_0a1b", "sampling"] and result["rejected"] is None
+    assert result["modules"] == ["custom_0a1b", "sampling"]
+    assert result["diff"]["before"]["modules"] == [] and result["diff"]["after"]["modules"] == result["modules"]
+    assert result["packed"]["bytes"] is None and result["packed"]["sha256"] is None
+    # Importing FlashInfer creates its (empty) workspace dirs, as the real one does; no file is written.
+    after = tree(tmp_path)
+    assert all(os.path.isdir(str(tmp_path / rel)) for rel in set(after) - set(before))
+    assert {rel: entry for rel, entry in after.items() if not stat.S_ISDIR(entry[0])} == {
+        rel: entry for rel, entry in before.items() if not stat.S_ISDIR(entry[0])}
+
+
+def test_other_targets_are_rejected(fake, capsys, env_file, tmp_path, monkeypatch):
+    packed, dest = packed_host(fake, capsys, env_file, tmp_path)
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "10.3a")
+    result = ok(run(fake, capsys, env_file=env_file, src=str(dest), checksum=packed["packed"]["sha256"]))
+    assert result["changed"] is False and result["seeded"] == []
+    assert result["rejected"] == ('artifact was built for another key; differs in targets (artifact ["12.0f"], '
+                                  'host ["10.3a"])')
+    assert result["modules"] == [] and not os.path.exists(str(fake.jit_dir()))
+
+
+def test_a_replaced_artifact_is_rejected(fake, capsys, env_file, tmp_path):
+    packed, dest = packed_host(fake, capsys, env_file, tmp_path)
+    dest.write_bytes(dest.read_bytes()[:-100])
+    result = ok(run(fake, capsys, env_file=env_file, src=str(dest), checksum="sha256:" + packed["packed"]["sha256"]))
+    assert result["changed"] is False and result["seeded"] == []
+    assert result["rejected"].startswith(
+        "sha256 of %s is %s, expected %s" % (dest, sha(dest), packed["packed"]["sha256"]))
+
+
+def test_failures(fake, capsys, env_file, tmp_path):
+    msg = failed(run(fake, capsys, env_file=env_file, src=str(tmp_path / "a.tar.gz")))
+    assert msg == "parameters are required together: src, checksum"
+    msg = failed(run(fake, capsys, env_file=env_file, src=str(tmp_path / "a.tar.gz"), checksum="0" * 64))
+    assert msg == "src %s is not a file: copy the artifact to the host first" % (tmp_path / "a.tar.gz")
+    msg = failed(run(fake, capsys, env_file=env_file, dest=str(fake.base / "a.tar.gz")))
+    assert msg == "dest %s is inside the workspace %s: put the artifact outside it" % (
+        fake.base / "a.tar.gz", fake.base)
+    fake.set_nvcc("13.0").unlink()
+    msg = failed(run(fake, capsys, env_file=env_file, dest=str(tmp_path / "b.tar.gz")))
+    assert msg.startswith("nvcc not found at %s/bin/nvcc" % fake.cuda_home)
+
+
+def test_ninja_missing_fails_only_when_a_module_is_to_be_moved_in(fake, capsys, env_file, tmp_path):
+    packed, dest = packed_host(fake, capsys, env_file, tmp_path)
+    no_ninja = tmp_path / "no-ninja.env"
+    no_ninja.write_text("PATH=%s\n" % tmp_path)
+    checksum = packed["packed"]["sha256"]
+    assert ok(run(fake, capsys, check_mode=True, env_file=str(no_ninja), src=str(dest), checksum=checksum))["seeded"]
+    assert ok(run(fake, capsys, env_file=str(no_ninja), src=str(dest), checksum="0" * 64))["rejected"]
+    msg = failed(run(fake, capsys, env_file=str(no_ninja), src=str(dest), checksum=checksum))
+    assert msg.startswith("ninja not found on PATH=%s: put the SGLang venv's bin" % tmp_path)
+    assert not os.path.exists(str(fake.jit_dir() / "sampling"))
