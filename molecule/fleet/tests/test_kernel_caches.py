@@ -201,4 +201,3 @@ def test_7_the_export_playbook_puts_a_serving_hosts_cache_in_the_store():
     [record] = [r for name, r in store_records().items() if name.startswith(venv_id + "-")]
     assert (record["host"], record["modules"]) == (NODE1, [MODULE])
     assert stats(NODE1, module_dir(NODE1)) == before  # the host's cache untouched
-
