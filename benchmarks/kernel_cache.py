@@ -36,7 +36,7 @@ def inventory():
     paths = glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.fleet/inventory/ansible_inventory.yml"))
     if not paths:
         sys.exit("no inventory of the fleet scenario: molecule converge -s fleet")
-    return paths[0]
+    return max(paths, key=os.path.getmtime)  # the newest: the checkout that converged the nodes last
 
 
 def stage(inv, limit, *extra):
@@ -53,7 +53,9 @@ def stage(inv, limit, *extra):
     for play in report["plays"]:
         for task in play["tasks"]:
             for host, result in task["hosts"].items():
-                tasks.setdefault(host, []).append((task["task"]["name"], task["task"].get("duration", {}), result))
+                # The JSON callback names a role's task "<role> : <name>".
+                name = task["task"]["name"].split(" : ", 1)[-1]
+                tasks.setdefault(host, []).append((name, task["task"].get("duration", {}), result))
     return tasks
 
 
