@@ -236,6 +236,23 @@ def sglang_services_problems(settings_by_name, active):
     return problems
 
 
+def sglang_services_endpoints(settings_by_name, active):
+    """{service: {"url": base URL seen from its host, "port": int}} for the active services: the
+    health gate polls <url>/health_generate, the rollout drains (<url>/v1/loads) and smoke-tests
+    (<url>/generate) through it. The host is health_host, else host, else 127.0.0.1 for a wildcard
+    bind (0.0.0.0, ::, empty); an IPv6 literal is bracketed."""
+    endpoints = {}
+    for name in sglang_services_active_list(active):
+        settings = settings_by_name.get(name, {})
+        host = str(settings.get("health_host") or "")
+        if not host:
+            host = str(settings.get("host") or "")
+            host = host if host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        port = int(settings.get("port"))
+        endpoints[name] = {"url": "http://%s:%d" % ("[%s]" % host if ":" in host else host, port), "port": port}
+    return endpoints
+
+
 def systemd_exec(argv):
     """A command line for ExecStart=: each word quoted for systemd ($ and % escaped), one flag
     (with its values) per continued line."""
@@ -264,6 +281,7 @@ class FilterModule:
             "sglang_services_problems": sglang_services_problems,
             "sglang_services_conflicts": sglang_services_conflicts,
             "sglang_services_active_list": sglang_services_active_list,
+            "sglang_services_endpoints": sglang_services_endpoints,
             "sglang_gpu_set": gpu_set,
             "systemd_exec": systemd_exec,
         }

@@ -266,7 +266,7 @@ def test_the_filters_the_role_calls_are_these_functions():
         "sglang_service_argv": f.sglang_service_argv, "sglang_services_argvs": f.sglang_services_argvs,
         "sglang_services_problems": f.sglang_services_problems, "sglang_services_conflicts": f.sglang_services_conflicts,
         "sglang_services_active_list": f.sglang_services_active_list, "sglang_gpu_set": f.gpu_set,
-        "systemd_exec": f.systemd_exec,
+        "systemd_exec": f.systemd_exec, "sglang_services_endpoints": f.sglang_services_endpoints,
     }
 
 
@@ -313,3 +313,23 @@ def test_active_services_one_without_settings_and_two_shared_gpus():
     assert f.sglang_services_problems(s, ["eagle3", "autoregressive"]) == [
         "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (2,3); "
         "give each disjoint cuda_visible_devices or run one"]
+
+
+@pytest.mark.parametrize("over, active, expected", [
+    ({}, "eagle3", {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}}),
+    ({"host": "0.0.0.0"}, "eagle3", {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}}),
+    ({"host": "::"}, "eagle3", {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}}),
+    ({"host": "10.0.0.5", "port": "30001"}, "eagle3", {"eagle3": {"url": "http://10.0.0.5:30001", "port": 30001}}),
+    ({"host": "0.0.0.0", "health_host": "fd00::5"}, "eagle3", {"eagle3": {"url": "http://[fd00::5]:30000", "port": 30000}}),
+    ({}, "none", {}),
+    ({}, "", {}),
+])
+def test_endpoints_are_where_the_host_reaches_each_active_service(over, active, expected):
+    assert f.sglang_services_endpoints(settings(eagle3=over), active) == expected
+
+
+def test_endpoints_of_several_active_services():
+    s = settings(autoregressive={"port": 30001, "cuda_visible_devices": [1]}, eagle3={"cuda_visible_devices": [0]})
+    assert f.sglang_services_endpoints(s, ["eagle3", "autoregressive"]) == {
+        "eagle3": {"url": "http://127.0.0.1:30000", "port": 30000},
+        "autoregressive": {"url": "http://127.0.0.1:30001", "port": 30001}}

@@ -1,19 +1,29 @@
-"""Compile once per key across a fleet: two PRO 6000-like nodes with the same key.
+"""A fleet of two PRO 6000-like nodes with the same kernel cache key, rolled out and rolled back.
 
-In order (each test starts from what the previous one left): the converge built FlashInfer's JIT
-modules on node 1 only and seeded node 2 from the controller's store; node 1 switches to a new venv
-(built and warmed before current moves); node 2 installs that venv afterwards (its sources newer than
-node 1's objects, as on a real fleet) and seeds it without compiling; both roll back without
-compiling; a truncated artifact makes node 2 build locally and end whole, and its export repairs the
-store. Playbooks run as an operator would (molecule/fleet/stage.yml is site.yml without the units,
-which a lab node cannot start); the task order and results come from Ansible's JSON callback.
+In order (each test starts from what the previous one left): the converge is playbooks/rollout.yml:
+both nodes staged at once (FlashInfer's JIT modules built on node 1 only, node 2 seeded from the
+controller's store), then node 1 as the canary batch and node 2, each service started once and
+gated; the fleet report says so. Node 1 switches to a new venv (built and warmed before current
+moves); node 2 installs that venv afterwards (its sources newer than node 1's objects, as on a real
+fleet) and seeds it without compiling. A version that fails its health gate on the canary is rolled
+back by itself (no compile), drained and undrained through a router, and the rollout stops before
+node 2. A failed warm-up leaves current alone; a truncated artifact makes node 2 build locally and
+end whole, and its export repairs the store; bad rollout settings and a bad host setting stop the
+rollout before anything changed.
+
+The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started by the units
+through prepare.yml's drop-in (a lab node has no GPU), and the router's worker API (started here).
+Everything else runs for real; task order and results come from Ansible's JSON callback.
 """
 
 import glob
 import json
 import os
 import re
+import socket
 import subprocess
+import sys
+import time
 
 import testinfra
 
@@ -21,14 +31,22 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 NODE1, NODE2 = "fleet-pro6000-1", "fleet-pro6000-2"
 HOSTS = {name: testinfra.get_host("podman://" + name) for name in (NODE1, NODE2)}
 STORE = os.path.join(os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), "..", "kernels")
+REPORTS = os.path.join(os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), "..", "reports")
 UPGRADED = {"sglang_venv_packages": ["sglang==0.5.23", "tomli-w==1.2.0"]}
 MODULE = "quantization"
+ROLLOUT = os.path.join("playbooks", "rollout.yml")
+UNIT = "sglang-eagle3.service"  # the lab's active service
 
 
 def stage(limit, *extra_vars):
     """Run molecule/fleet/stage.yml; return (rc, {host: [(task name, result), ...]}, text)."""
-    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-            os.path.join(ROOT, "molecule", "fleet", "stage.yml"), "--limit", limit]
+    return playbook(os.path.join("molecule", "fleet", "stage.yml"), limit, *extra_vars)
+
+
+def playbook(path, limit, *extra_vars):
+    """Run a playbook (path from the repository root) with the JSON callback; return (rc, {host: [(task
+    name, result), ...]}, text)."""
+    args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, path), "--limit", limit]
     for value in extra_vars:  # a dict as JSON, "--option" as is, a string as -e name=value
         args += [value] if isinstance(value, str) and value.startswith("--") else \
             ["-e", value if isinstance(value, str) else json.dumps(value)]
@@ -85,7 +103,31 @@ def index(tasks, name, changed=True):
     raise AssertionError("no %s task %r in %s" % ("changed" if changed else "unchanged", name, [task for task, _result in tasks]))
 
 
-def test_1_converge_built_once_and_seeded_the_second_node():
+def reports():
+    """The fleet reports of the scenario's runs, oldest first (fleet-<UTC run id>.json)."""
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(REPORTS, "fleet-2*.json")))]
+
+
+def rows(report):
+    return {row["host"]: row for row in report["rows"]}
+
+
+def serving(name):
+    """The venv the stand-in server of the node's active service was started from."""
+    return json.loads(HOSTS[name].check_output(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:30000/server_info').read().decode())\""))["venv"]
+
+
+def starts(name):
+    """Every start of the stand-in server on the node: [venv id, ...]."""
+    return [line.split()[1] for line in HOSTS[name].file("/var/lib/sglang/standin-starts.log").content_string.splitlines()]
+
+
+def started_at(name):
+    return HOSTS[name].check_output("systemctl show -P ActiveEnterTimestampMonotonic %s" % UNIT)
+
+
+def test_1_the_rollout_built_once_seeded_the_second_node_and_started_the_canary_first():
     one, two = recorded(NODE1), recorded(NODE2)
     assert one["key_id"] == two["key_id"]  # same venv, targets, CUDA: one key
     assert (one["source"], one["built"], one["exported"]) == ("built", [MODULE], [MODULE])
@@ -98,6 +140,21 @@ def test_1_converge_built_once_and_seeded_the_second_node():
     assert {f: s[2] for f, s in seeded.items() if f.endswith((".o", ".so"))} == \
         {f: s[2] for f, s in built.items() if f.endswith((".o", ".so"))}
     assert ninja_has_nothing_to_do(NODE2, module_dir(NODE2))
+    # The converge's report (the first): node 1 alone in batch 1, then node 2; both installed and ok.
+    first, latest = reports()[0], reports()[-1]
+    assert {h: (r["batch"], r["result"], r["cache"], r["venv"]) for h, r in rows(first).items()} == {
+        NODE1: (1, "ok", "built", "none -> " + os.path.basename(current(NODE1))),
+        NODE2: (2, "ok", "seeded", "none -> " + os.path.basename(current(NODE2)))}
+    assert rows(first)[NODE1]["health"] == "healthy, /generate answered"
+    # Each service started once, on its current venv, the canary first; the idempotence run (the
+    # latest report, a rollout with nothing to do) restarted nothing.
+    for name in HOSTS:
+        assert starts(name) == [os.path.basename(current(name))]
+        assert serving(name) == current(name)
+    assert int(started_at(NODE1)) < int(started_at(NODE2))
+    assert {h: (r["result"], r["venv"]) for h, r in rows(latest).items()} == {
+        NODE1: ("unchanged", os.path.basename(current(NODE1))), NODE2: ("unchanged", os.path.basename(current(NODE2)))}
+    assert os.path.exists(os.path.join(REPORTS, "fleet-latest.md"))
 
 
 def test_2_a_switch_warms_the_new_venv_before_current_moves():
@@ -148,15 +205,56 @@ def test_3_the_second_node_installs_that_venv_later_and_compiles_nothing():
     assert ninja_has_nothing_to_do(NODE2, module_dir(NODE2))
 
 
-def test_4_rolling_back_compiles_nothing():
-    so = {name: stats(name, module_dir(name, HOSTS[name].file("/opt/sglang/previous").linked_to)) for name in HOSTS}
-    rc, tasks, text = stage("all", "sglang_venv_rollback=true")
-    assert rc == 0, text
-    for name in HOSTS:
-        warm = index(tasks[name], "Warm | Build the JIT modules (repairs what a killed build left)", changed=False)
-        assert tasks[name][warm][1]["built"] == [], name
-        assert recorded(name)["source"] == "warm"
-        assert stats(name, module_dir(name)) == so[name]  # not one byte or mtime touched
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops(tmp_path):
+    # Both nodes run the new venv (tests 2 and 3); the rollout goes back to the original one (warm on
+    # both), which the stand-in is told to fail for: a version that does not come up healthy.
+    original, upgraded = HOSTS[NODE1].file("/opt/sglang/previous").linked_to, current(NODE1)
+    assert HOSTS[NODE2].file("/opt/sglang/previous").linked_to == original and current(NODE2) == upgraded
+    for host in HOSTS.values():
+        host.check_output("echo %s > /etc/sglang/standin-fail" % os.path.basename(original))
+    node2 = (current(NODE2), started_at(NODE2), starts(NODE2))
+    so = {venv: stats(NODE1, module_dir(NODE1, venv)) for venv in (original, upgraded)}
+    port, log = free_port(), tmp_path / "router.jsonl"
+    router = subprocess.Popen([sys.executable, os.path.join(ROOT, "molecule", "fleet", "files", "standin.py"), "router",
+                               "--port", str(port), "--log", str(log)]
+                              + ["--worker=http://%s:30000" % name for name in HOSTS])
+    try:
+        time.sleep(1)
+        rc, tasks, text = playbook(ROLLOUT, "all", "rollout_drain=sglang_router", "rollout_router_url=http://127.0.0.1:%d" % port,
+                                   {"rollout_serial": [1, "100%"]})
+    finally:
+        router.terminate()
+        for host in HOSTS.values():
+            host.check_output("rm -f /etc/sglang/standin-fail")
+    assert rc != 0, text
+    run = tasks[NODE1]
+    # Drained, switched, failed its health gate, back on previous, gated again, undrained, in that order.
+    assert index(run, "Router | Remove them from the router", changed=False) < index(run, "Switch | Point current at the venv") \
+        < index(run, "Rollback | Why this host failed", changed=False) < index(run, "Rollback | Stage previous", changed=False) \
+        < index(run, "Router | Add them back", changed=False)
+    assert (current(NODE1), HOSTS[NODE1].file("/opt/sglang/previous").linked_to) == (upgraded, original)
+    assert serving(NODE1) == upgraded
+    assert starts(NODE1)[-2:] == [os.path.basename(original), os.path.basename(upgraded)]
+    report = rows(reports()[-1])
+    assert (report[NODE1]["result"], report[NODE1]["batch"]) == ("rolled back", 1)
+    assert "did not answer http://127.0.0.1:30000/health_generate with 200 within 20 s" in report[NODE1]["reason"]
+    assert report[NODE1]["venv"] == "%s (staged %s)" % (os.path.basename(upgraded), os.path.basename(original))
+    assert (report[NODE2]["result"], report[NODE2]["venv"]) == (
+        "not reached", "%s (staged %s)" % (os.path.basename(upgraded), os.path.basename(original)))
+    # The router saw node 1 leave and come back; node 2 was never touched: same venv, same service.
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["call"], c["url"]) for c in calls] == [("remove", "http://%s:30000" % NODE1), ("add", "http://%s:30000" % NODE1)]
+    assert (current(NODE2), started_at(NODE2), starts(NODE2)) == node2
+    # Nothing compiled: the staged (original) venv was warm, and both caches are byte- and mtime-identical.
+    warm = index(run, "Warm | Build the JIT modules (repairs what a killed build left)", changed=False)
+    assert run[warm][1]["built"] == []
+    assert {venv: stats(NODE1, module_dir(NODE1, venv)) for venv in (original, upgraded)} == so
 
 
 def test_5_a_failed_warm_up_leaves_current_where_it_was():
@@ -168,13 +266,13 @@ def test_5_a_failed_warm_up_leaves_current_where_it_was():
 
 
 def test_6_a_truncated_artifact_is_rejected_and_the_node_builds_whole():
-    upgraded = HOSTS[NODE2].file("/opt/sglang/previous").linked_to
+    upgraded = current(NODE2)
     key = os.path.basename(glob.glob(os.path.join(STORE, os.path.basename(upgraded) + "-*.tar.gz"))[0])[:-len(".tar.gz")]
     artifact = os.path.join(STORE, key + ".tar.gz")
     with open(artifact, "r+b") as handle:
         handle.truncate(os.path.getsize(artifact) // 2)
     HOSTS[NODE2].check_output("rm -rf /var/lib/sglang/kernel-caches/%s/.cache" % os.path.basename(upgraded))
-    rc, tasks, text = stage(NODE2, UPGRADED)  # forward again, to the venv whose cache was wiped
+    rc, tasks, text = stage(NODE2, UPGRADED)  # the venv in service, whose cache was wiped
     assert rc == 0, text
     done = recorded(NODE2)
     assert "truncated or replaced" in done["rejected"]
@@ -201,3 +299,33 @@ def test_7_the_export_playbook_puts_a_serving_hosts_cache_in_the_store():
     [record] = [r for name, r in store_records().items() if name.startswith(venv_id + "-")]
     assert (record["host"], record["modules"]) == (NODE1, [MODULE])
     assert stats(NODE1, module_dir(NODE1)) == before  # the host's cache untouched
+
+
+def changed_tasks(tasks):
+    return [task for host in tasks.values() for task, result in host if result.get("changed")]
+
+
+def test_8_bad_rollout_settings_stop_it_before_anything_changed(tmp_path):
+    before = {name: (current(name), started_at(name)) for name in HOSTS}
+    a_file = tmp_path / "report-is-a-file"
+    a_file.write_text("")
+    rc, tasks, text = playbook(ROLLOUT, "all", {"rollout_serial": [1, 0], "rollout_drain": "bogus",
+                                                "rollout_report_dir": str(a_file)})
+    assert rc != 0
+    for message in ("rollout_serial entry 0 is not a positive number", "rollout_drain 'bogus' is neither none nor sglang_router",
+                    "rollout_report_dir: %s on the controller is not a directory" % a_file, "Nothing was changed."):
+        assert message in text
+    rc, tasks2, text = playbook(ROLLOUT, "all", "rollout_drain=/nonexistent/drain.yml")
+    assert rc != 0 and "rollout_drain: the tasks file /nonexistent/drain.yml does not exist on the controller" in text
+    assert changed_tasks(tasks) == changed_tasks(tasks2) == []
+    assert {name: (current(name), started_at(name)) for name in HOSTS} == before
+
+
+def test_9_a_bad_setting_on_one_host_stops_the_rollout_before_any_host_changed():
+    before = {name: (current(name), started_at(name), recorded(name)) for name in HOSTS}
+    rc, tasks, text = playbook(ROLLOUT, "all", dict(UPGRADED, sglang_venv_keep="{{ 0 if inventory_hostname == '%s' else 3 }}" % NODE2))
+    assert rc != 0
+    failed = {host: result.get("msg", "") for host, run in tasks.items() for _task, result in run if result.get("failed")}
+    assert list(failed) == [NODE2] and "sglang_venv_keep must be >= 1" in failed[NODE2], text
+    assert changed_tasks(tasks) == []
+    assert {name: (current(name), started_at(name), recorded(name)) for name in HOSTS} == before

@@ -1,0 +1,167 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet rollout's pure logic: its settings checked before any host changes, and the fleet
+report (one row per host, JSON and a Markdown table). Used by the filters in plugins/filter/rollout.py
+(playbooks/rollout.yml, playbooks/site.yml); unit-tested as tables."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import bool_problem
+
+DRAIN_BUILTIN = ("none", "sglang_router")
+RESULTS = ("ok", "unchanged", "rolled back", "failed", "not reached")
+# The report's columns: (key in a row, Markdown heading).
+COLUMNS = (
+    ("host", "host"), ("group", "group"), ("gpus", "GPUs"), ("driver", "driver"), ("cuda", "CUDA"),
+    ("flashinfer", "FlashInfer targets (fix)"), ("venv", "venv (before -> now)"), ("sglang", "SGLang (staged)"),
+    ("cache", "kernel cache"), ("service", "active service"), ("health", "health"), ("batch", "batch"),
+    ("seconds", "seconds"), ("result", "result"),
+)
+_PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
+
+
+def serial_problems(serial):
+    """Problems of a `serial` value as Ansible takes it: a positive int, a percentage "N%" with
+    1 <= N <= 100, or a non-empty list of those (the last entry repeats)."""
+    entries = serial if isinstance(serial, (list, tuple)) else [serial]
+    if not entries:
+        return ["rollout_serial is an empty list; give e.g. [1, '25%', '100%']"]
+    problems = []
+    for entry in entries:
+        if isinstance(entry, bool):
+            ok = False
+        elif isinstance(entry, int):
+            ok = entry > 0
+        elif isinstance(entry, str) and _PERCENT.match(entry):
+            ok = 0 < int(_PERCENT.match(entry).group(1)) <= 100
+        elif isinstance(entry, str) and entry.strip().isdigit():
+            ok = int(entry) > 0
+        else:
+            ok = False
+        if not ok:
+            problems.append("rollout_serial entry %r is not a positive number of hosts or a percentage from 1%% to 100%%"
+                            % (entry,))
+    return problems
+
+
+def rollout_problems(settings):
+    """Every problem of the rollout's own settings, as sentences; [] when all is well.
+
+    settings: serial, drain (none | sglang_router | an absolute path to a tasks file),
+    drain_file (ansible.builtin.stat's `stat` of that path on the controller, or {}), router_url,
+    drain_timeout and smoke_timeout (seconds), report_dir and report_dir_stat (the stat of the
+    directory, or of its nearest existing parent when it does not exist yet), rollback (bool)."""
+    problems = serial_problems(settings.get("serial"))
+    drain = settings.get("drain")
+    if not isinstance(drain, str) or not drain:
+        problems.append("rollout_drain must be none, sglang_router or the path of a tasks file, not %r" % (drain,))
+    elif drain not in DRAIN_BUILTIN:
+        if not drain.startswith("/"):
+            problems.append("rollout_drain %r is neither none nor sglang_router; a tasks file must be given "
+                            "by its absolute path" % drain)
+        else:
+            stat = settings.get("drain_file") or {}
+            if not stat.get("exists"):
+                problems.append("rollout_drain: the tasks file %s does not exist on the controller" % drain)
+            elif not stat.get("isreg"):
+                problems.append("rollout_drain: %s is not a file" % drain)
+    if drain == "sglang_router" and not re.match(r"^https?://[^/\s]+", str(settings.get("router_url") or "")):
+        problems.append("rollout_drain=sglang_router needs rollout_router_url, the router's base URL "
+                        "(http://router:30000), not %r" % (settings.get("router_url"),))
+    for name in ("drain_timeout", "smoke_timeout"):
+        value = settings.get(name)
+        if isinstance(value, bool) or not str(value).isdigit() or int(value) < 1:
+            problems.append("rollout_%s must be a whole number of seconds >= 1, not %r" % (name, value))
+    report_dir = settings.get("report_dir")
+    stat = settings.get("report_dir_stat") or {}
+    if not isinstance(report_dir, str) or not report_dir.startswith("/"):
+        problems.append("rollout_report_dir must be an absolute path on the controller, not %r" % (report_dir,))
+    elif stat.get("exists") and not stat.get("isdir"):
+        problems.append("rollout_report_dir: %s on the controller is not a directory" % stat.get("path", report_dir))
+    elif stat.get("exists") and not stat.get("writeable"):
+        problems.append("rollout_report_dir: %s on the controller is not writable by the controller user"
+                        % stat.get("path", report_dir))
+    rollback = bool_problem("rollout_rollback_on_failure", settings.get("rollback"))
+    if rollback:
+        problems.append(rollback)
+    return problems
+
+
+def _gpus(gpus):
+    """'2 x NVIDIA RTX PRO 6000 ... (cc 12.0, pcie)' from the nvidia_gpu_info fact."""
+    if not gpus or not gpus.get("present"):
+        return "none"
+    names = {}
+    for gpu in gpus.get("gpus") or []:
+        names[gpu.get("name")] = names.get(gpu.get("name"), 0) + 1
+    models = ", ".join("%d x %s" % (count, name) for name, count in names.items())
+    return "%s (cc %s, %s)" % (models, " ".join(gpus.get("compute_capabilities") or []) or "?",
+                               gpus.get("interconnect") or "?")
+
+
+def _venv_id(path):
+    return str(path).rstrip("/").rsplit("/", 1)[-1] if path else ""
+
+
+def fleet_report_row(host, facts):
+    """One host's row of the fleet report from what the roles published (facts: a dict with the
+    keys below, each possibly missing: the host was not reached). Venvs: venv_before served when the
+    run began, venv_staged is the one the run staged, venv_now is where current points at the end
+    (missing: it did not move)."""
+    before, staged = _venv_id(facts.get("venv_before")), _venv_id(facts.get("venv_staged"))
+    now = _venv_id(facts.get("venv_now")) if facts.get("venv_now") is not None else before
+    venv = now if before == now else "%s -> %s" % (before or "none", now or "none")
+    if staged and staged != now:  # not switched yet (not reached, failed) or rolled back
+        venv += " (staged %s)" % staged
+    batch = facts.get("batch")
+    seconds = facts.get("seconds")
+    cache = facts.get("kernel_cache") or {}
+    endpoints = facts.get("endpoints") or {}
+    row = {
+        "host": host,
+        "group": facts.get("group") or "",
+        "gpus": _gpus(facts.get("gpus")),
+        "driver": (facts.get("gpus") or {}).get("driver_version") or "",
+        "cuda": facts.get("cuda") or "",
+        "flashinfer": "%s (%s)" % (" ".join(facts.get("targets") or []) or "?", facts.get("fix") or "?"),
+        "venv_before": before,
+        "venv_staged": staged,
+        "venv_now": now,
+        "venv": venv,
+        "sglang": facts.get("sglang") or "",
+        "cache": cache.get("source") or "",
+        "service": ", ".join(sorted(endpoints)) or "none",
+        "health": facts.get("health") or "",
+        "batch": int(batch) if str(batch).isdigit() else "",
+        "seconds": round(float(seconds), 1) if seconds not in (None, "", "None") else "",
+        "result": facts.get("result") or "not reached",
+        "reason": facts.get("reason") or "",
+    }
+    return row
+
+
+def fleet_report_rows(pairs):
+    """[(host, row or {})] -> rows, a host without a row (it never ran: unreachable, or failed
+    before) getting an empty "not reached" one."""
+    return [row if row else fleet_report_row(host, {}) for host, row in pairs]
+
+
+def fleet_report_markdown(rows, title="Fleet report"):
+    """The rows as a Markdown table (reasons of failed or rolled-back hosts listed below it)."""
+    def cell(value):
+        return str(value).replace("|", "\\|").replace("\n", " ")
+    lines = ["# %s" % title, "", "| " + " | ".join(h for _k, h in COLUMNS) + " |",
+             "|" + " --- |" * len(COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(cell(row.get(key, "")) for key, _h in COLUMNS) + " |")
+    reasons = [row for row in rows if row.get("reason")]
+    if reasons:
+        lines += [""] + ["- %s: %s" % (row["host"], cell(row["reason"])) for row in reasons]
+    counts = {}
+    for row in rows:
+        counts[row.get("result")] = counts.get(row.get("result"), 0) + 1
+    lines += ["", ", ".join("%s %d" % (result, counts[result]) for result in RESULTS if result in counts)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,123 @@
+"""The fleet rollout's settings checks and the fleet report (plugins/module_utils/rollout.py)."""
+
+import json
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import rollout as r
+
+GOOD = {"serial": [1, "25%", "100%"], "drain": "none", "drain_file": {"exists": False}, "router_url": "",
+        "drain_timeout": 300, "smoke_timeout": "120", "rollback": True, "report_dir": "/root/.cache/reports",
+        "report_dir_stat": {"exists": True, "isdir": True, "writeable": True, "path": "/root/.cache/reports"}}
+
+
+@pytest.mark.parametrize("serial", [1, "1", 5, "25%", "100%", " 50 % ", [1, "25%", "100%"], ["1", 2]])
+def test_serial_ansible_takes(serial):
+    assert r.serial_problems(serial) == []
+
+
+@pytest.mark.parametrize("serial, bad", [
+    (0, "0"), (-1, "-1"), ("0%", "'0%'"), ("101%", "'101%'"), ("x", "'x'"), (True, "True"), (None, "None"),
+    (1.5, "1.5"), ([1, "0"], "'0'"), ([1, "fifty%"], "'fifty%'"), ({"a": 1}, "{'a': 1}"),
+])
+def test_serial_refused_names_the_entry(serial, bad):
+    [problem] = r.serial_problems(serial)
+    assert problem.startswith("rollout_serial entry %s " % bad)
+
+
+def test_serial_empty_list():
+    assert r.serial_problems([]) == ["rollout_serial is an empty list; give e.g. [1, '25%', '100%']"]
+
+
+def test_good_settings_have_no_problems():
+    assert r.rollout_problems(GOOD) == []
+    assert r.rollout_problems(dict(GOOD, drain="sglang_router", router_url="http://router:30000")) == []
+    assert r.rollout_problems(dict(GOOD, drain="/etc/drain.yml", drain_file={"exists": True, "isreg": True})) == []
+    assert r.rollout_problems(dict(GOOD, rollback="false")) == []
+    # A report directory not there yet: its parent's stat is given, writable.
+    assert r.rollout_problems(dict(GOOD, report_dir_stat={"exists": True, "isdir": True, "writeable": True})) == []
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"drain": "bogus"}, "rollout_drain 'bogus' is neither none nor sglang_router; a tasks file must be given by its absolute path"),
+    ({"drain": ""}, "rollout_drain must be none, sglang_router or the path of a tasks file, not ''"),
+    ({"drain": None}, "rollout_drain must be none, sglang_router or the path of a tasks file, not None"),
+    ({"drain": "/etc/drain.yml"}, "rollout_drain: the tasks file /etc/drain.yml does not exist on the controller"),
+    ({"drain": "/etc", "drain_file": {"exists": True, "isreg": False}}, "rollout_drain: /etc is not a file"),
+    ({"drain": "sglang_router"}, "rollout_drain=sglang_router needs rollout_router_url, the router's base URL (http://router:30000), not ''"),
+    ({"drain": "sglang_router", "router_url": "router:30000"}, "needs rollout_router_url"),
+    ({"drain_timeout": 0}, "rollout_drain_timeout must be a whole number of seconds >= 1, not 0"),
+    ({"smoke_timeout": "-5"}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not '-5'"),
+    ({"smoke_timeout": True}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not True"),
+    ({"rollback": "maybe"}, "rollout_rollback_on_failure: 'maybe' is not a boolean (use true or false)"),
+    ({"report_dir": "reports"}, "rollout_report_dir must be an absolute path on the controller, not 'reports'"),
+    ({"report_dir_stat": {"exists": True, "isdir": False, "path": "/root/.cache/reports"}},
+     "rollout_report_dir: /root/.cache/reports on the controller is not a directory"),
+    ({"report_dir_stat": {"exists": True, "isdir": True, "writeable": False, "path": "/srv"}},
+     "rollout_report_dir: /srv on the controller is not writable by the controller user"),
+])
+def test_each_bad_setting_is_named(over, message):
+    [problem] = r.rollout_problems(dict(GOOD, **over))
+    assert message in problem
+
+
+def test_every_problem_at_once():
+    problems = r.rollout_problems(dict(GOOD, serial=[0], drain="bogus", report_dir="x"))
+    assert len(problems) == 3
+
+
+GPUS = {"present": True, "count": 2, "compute_capabilities": ["12.0"], "interconnect": "pcie",
+        "driver_version": "580.95.05",
+        "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}] * 2}
+FACTS = {"group": "lab,pro6000", "gpus": GPUS, "cuda": "13.0.2", "targets": ["12.0f"], "fix": "none",
+         "venv_before": "/opt/sglang/venvs/aaaa", "venv_staged": "/opt/sglang/venvs/bbbb",
+         "venv_now": "/opt/sglang/venvs/bbbb", "sglang": "0.5.23",
+         "kernel_cache": {"source": "seeded"}, "endpoints": {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}},
+         "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
+
+
+def test_a_row_from_the_roles_facts():
+    row = r.fleet_report_row("pro-1", FACTS)
+    assert row == {
+        "host": "pro-1", "group": "lab,pro6000", "gpus": "2 x NVIDIA RTX PRO 6000 Blackwell Server Edition (cc 12.0, pcie)",
+        "driver": "580.95.05", "cuda": "13.0.2", "flashinfer": "12.0f (none)", "venv_before": "aaaa",
+        "venv_staged": "bbbb", "venv_now": "bbbb", "venv": "aaaa -> bbbb", "sglang": "0.5.23", "cache": "seeded", "service": "eagle3",
+        "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
+    json.dumps(row)  # plain data: the report's JSON
+
+
+def test_rows_of_hosts_without_gpus_unchanged_venvs_and_hosts_never_reached():
+    row = r.fleet_report_row("lab-1", dict(FACTS, gpus={"present": False, "gpus": []}, venv_before="/v/bbbb", seconds=0))
+    assert (row["gpus"], row["driver"], row["venv"], row["seconds"]) == ("none", "", "bbbb", 0)
+    row = r.fleet_report_row("fresh", dict(FACTS, venv_before=""))
+    assert row["venv"] == "none -> bbbb"
+    # Rolled back (current is where it was) or not reached yet (current never moved): the staged one in brackets.
+    assert r.fleet_report_row("back", dict(FACTS, venv_now="/v/aaaa"))["venv"] == "aaaa (staged bbbb)"
+    assert r.fleet_report_row("later", dict(FACTS, venv_now=None))["venv"] == "aaaa (staged bbbb)"
+    empty = r.fleet_report_row("gone", {})
+    assert (empty["result"], empty["gpus"], empty["service"], empty["flashinfer"], empty["seconds"]) == \
+        ("not reached", "none", "none", "? (?)", "")
+    assert r.fleet_report_rows([("a", r.fleet_report_row("a", FACTS)), ("gone", {})])[1] == empty
+
+
+def test_markdown_table():
+    rows = [r.fleet_report_row("pro-1", dict(FACTS, batch=1)),
+            r.fleet_report_row("pro-2", dict(FACTS, result="rolled back", reason="health | 503")),
+            r.fleet_report_row("b300-1", {})]
+    text = r.fleet_report_markdown(rows, "Rollout")
+    lines = text.splitlines()
+    assert lines[0] == "# Rollout"
+    assert lines[2].startswith("| host | group | GPUs |") and lines[2].endswith("| seconds | result |")
+    assert lines[3] == "|" + " --- |" * len(r.COLUMNS)
+    assert lines[4].startswith("| pro-1 | lab,pro6000 | 2 x NVIDIA") and lines[4].endswith("| 1 | 41.5 | ok |")
+    assert lines[5].endswith("| rolled back |")
+    assert lines[6].startswith("| b300-1 |") and lines[6].endswith("| not reached |")
+    assert "- pro-2: health \\| 503" in lines  # reasons below, pipes escaped
+    assert lines[-1] == "ok 1, rolled back 1, not reached 1"
+
+
+def test_the_filters_are_these_functions():
+    from ansible_collections.blackwell.sglang.plugins.filter.rollout import FilterModule
+    assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row,
+                                        "fleet_report_rows": r.fleet_report_rows,
+                                        "fleet_report_markdown": r.fleet_report_markdown}
