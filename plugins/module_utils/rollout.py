@@ -134,7 +134,7 @@ def fleet_report_row(host, facts):
         "sglang": facts.get("sglang") or "",
         "cache": cache.get("source") or "",
         "service": ", ".join(sorted(endpoints)) or "none",
-        "health": facts.get("health") or "",
+        "health": facts.get("health") or "not checked",
         "batch": int(batch) if str(batch).isdigit() else "",
         "seconds": round(float(seconds), 1) if seconds not in (None, "", "None") else "",
         "result": facts.get("result") or "not reached",

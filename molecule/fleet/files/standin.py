@@ -33,7 +33,7 @@ def failing():
         return False
 
 
-class Server(BaseHTTPRequestHandler):
+class JsonHandler(BaseHTTPRequestHandler):
     def reply(self, status, body):
         data = json.dumps(body).encode()
         self.send_response(status)
@@ -41,6 +41,9 @@ class Server(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+class Server(JsonHandler):
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         if self.path.startswith("/health_generate"):
@@ -61,18 +64,10 @@ class Server(BaseHTTPRequestHandler):
             self.reply(503 if self.server.failing else 404, {"error": self.path})
 
 
-class Router(BaseHTTPRequestHandler):
+class Router(JsonHandler):
     def log_call(self, entry):
         with open(self.server.log, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(dict(entry, time=time.time())) + "\n")
-
-    def reply(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self):  # noqa: N802
         workers = list(self.server.workers.values())
