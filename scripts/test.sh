@@ -3,8 +3,8 @@
 #   ./scripts/test.sh                        everything: lint, sanity, unit tests, build check, every Molecule scenario
 #   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
 #   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
-#   BSG_BESIDE="" ./scripts/test.sh             run every scenario in turn (default: apt and wheelhouse
-#                                               run in a second process beside the others)
+#   BSG_BESIDE="" ./scripts/test.sh             run every scenario in turn (default: apt, fleet and
+#                                               wheelhouse run in a second process beside default)
 # Each run leaves a timestamped log and JUnit files in .cache/test-times/; at the end
 # scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file)
 # against the budget in tests/ci-budget.yml.
@@ -58,12 +58,12 @@ run_scenario() {
   step "molecule test -s $1"
   PYTEST_ADDOPTS="--junitxml=$times/molecule-$1.xml" molecule test -s "$1"
 }
-# The small scenarios (BSG_BESIDE, default apt and wheelhouse) run one after the other in a second
-# process beside the rest: most of a scenario's wall time is Ansible's podman round trips, which
-# leave a core idle. Their output goes to .cache/test-times/beside.log and is printed at the end.
+# The scenarios in BSG_BESIDE (default apt, fleet and wheelhouse) run one after the other in a
+# second process beside the rest (default): most of a scenario's wall time is Ansible's round trips
+# to the nodes, which leave a core idle (one core busy on average with one lane, measured). Their output goes to .cache/test-times/beside.log and is printed at the end.
 beside="" main=""
 for scenario in $scenarios; do
-  case " ${BSG_BESIDE-apt wheelhouse} " in
+  case " ${BSG_BESIDE-apt fleet wheelhouse} " in
     *" $scenario "*) beside="$beside $scenario" ;;
     *) main="$main $scenario" ;;
   esac

@@ -7,7 +7,7 @@ the logic lives in plugins/module_utils/rollout.py."""
 from __future__ import annotations
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.rollout import (
-    fleet_report_markdown, fleet_report_row, fleet_report_rows, rollout_problems)
+    fleet_report_row, rollout_problems)
 
 
 class FilterModule:
@@ -15,6 +15,4 @@ class FilterModule:
         return {
             "rollout_problems": rollout_problems,
             "fleet_report_row": fleet_report_row,
-            "fleet_report_rows": fleet_report_rows,
-            "fleet_report_markdown": fleet_report_markdown,
         }

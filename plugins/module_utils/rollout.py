@@ -3,11 +3,15 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet rollout's pure logic: its settings checked before any host changes, and the fleet
 report (one row per host, JSON and a Markdown table). Used by the filters in plugins/filter/rollout.py
-(playbooks/rollout.yml, playbooks/site.yml); unit-tested as tables."""
+(playbooks/rollout.yml, playbooks/site.yml) and the fleet_report action (it writes the report on the
+controller); unit-tested as tables."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import bool_problem
 
@@ -165,3 +169,35 @@ def fleet_report_markdown(rows, title="Fleet report"):
         counts[row.get("result")] = counts.get(row.get("result"), 0) + 1
     lines += ["", ", ".join("%s %d" % (result, counts[result]) for result in RESULTS if result in counts)]
     return "\n".join(lines) + "\n"
+
+
+def fleet_report_files(directory, run_id):
+    """The report's files in `directory`: this run's (fleet-<run_id>.json, .md) and the latest
+    (fleet-latest.json, .md), in the order they are written."""
+    return [os.path.join(directory, "fleet-%s.%s" % (name, ext)) for name in (run_id, "latest") for ext in ("json", "md")]
+
+
+def write_fleet_report(directory, run_id, title, pairs, write=True):
+    """The fleet report of [(host, row or {})] as a JSON document and a Markdown table, written to
+    fleet_report_files(directory, run_id) (the directory made, mode 0755; each file replaced
+    atomically, mode 0644) unless write is false. Returns (document, markdown, files).
+    OSError when the directory or a file cannot be written."""
+    rows = fleet_report_rows(pairs)
+    document = {"run": run_id, "play": title, "rows": rows}
+    markdown = fleet_report_markdown(rows, "%s (%s)" % (title, run_id))
+    files = fleet_report_files(directory, run_id)
+    if write:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        for path in files:
+            text = json.dumps(document, indent=4, sort_keys=True) + "\n" if path.endswith(".json") else markdown
+            handle, tmp = tempfile.mkstemp(dir=directory, prefix=".fleet-")
+            try:
+                with os.fdopen(handle, "w") as out:
+                    out.write(text)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+    return document, markdown, files

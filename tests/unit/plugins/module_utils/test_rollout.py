@@ -1,6 +1,7 @@
 """The fleet rollout's settings checks and the fleet report (plugins/module_utils/rollout.py)."""
 
 import json
+import os
 
 import pytest
 
@@ -118,6 +119,36 @@ def test_markdown_table():
 
 def test_the_filters_are_these_functions():
     from ansible_collections.blackwell.sglang.plugins.filter.rollout import FilterModule
-    assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row,
-                                        "fleet_report_rows": r.fleet_report_rows,
-                                        "fleet_report_markdown": r.fleet_report_markdown}
+    assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row}
+
+
+def test_the_report_is_written_as_json_and_markdown_and_replaced_by_the_next_batch(tmp_path):
+    directory = str(tmp_path / "reports" / "new")  # made on the first write
+    pairs = [("pro-1", r.fleet_report_row("pro-1", dict(FACTS, batch=1))), ("gone", {})]
+    document, markdown, files = r.write_fleet_report(directory, "20261201T000000Z", "Rollout", pairs)
+    assert [os.path.basename(f) for f in files] == ["fleet-20261201T000000Z.json", "fleet-20261201T000000Z.md",
+                                                    "fleet-latest.json", "fleet-latest.md"]
+    assert sorted(os.listdir(directory)) == sorted(os.path.basename(f) for f in files)  # no temporary left
+    on_disk = json.load(open(files[0]))
+    assert on_disk == document and on_disk["run"] == "20261201T000000Z" and on_disk["play"] == "Rollout"
+    assert [row["result"] for row in on_disk["rows"]] == ["ok", "not reached"]
+    assert open(files[1]).read() == markdown == open(files[3]).read()
+    assert markdown.splitlines()[0] == "# Rollout (20261201T000000Z)"
+    assert oct(os.stat(files[2]).st_mode & 0o777) == "0o644"
+    # The next batch rewrites the same run's files; the latest follows.
+    pairs[1] = ("gone", r.fleet_report_row("gone", dict(FACTS, result="rolled back")))
+    r.write_fleet_report(directory, "20261201T000000Z", "Rollout", pairs)
+    assert [row["result"] for row in json.load(open(files[2]))["rows"]] == ["ok", "rolled back"]
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    _doc, markdown, files = r.write_fleet_report(str(tmp_path / "r"), "run", "Site", [("a", {})], write=False)
+    assert not os.path.exists(str(tmp_path / "r")) and markdown.endswith("not reached 1\n") and len(files) == 4
+
+
+def test_a_directory_that_cannot_be_written_raises(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(OSError):
+        r.write_fleet_report(str(blocker / "reports"), "run", "Site", [("a", {})])
+    assert blocker.read_text() == "not a directory"
