@@ -219,6 +219,10 @@ def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops(tm
     for host in HOSTS.values():
         host.check_output("echo %s > /etc/sglang/standin-fail" % os.path.basename(original))
     node2 = (current(NODE2), started_at(NODE2), starts(NODE2))
+    # Two restarts by an operator first: with the converge's start, the unit's StartLimitBurst (3 in
+    # two hours) is used up, and the rollout's restart and the rollback's must still start it.
+    for restart in ("restart", "restart"):
+        HOSTS[NODE1].check_output("systemctl %s %s" % (restart, UNIT))
     so = {venv: stats(NODE1, module_dir(NODE1, venv)) for venv in (original, upgraded)}
     port, log = free_port(), tmp_path / "router.jsonl"
     router = subprocess.Popen([sys.executable, os.path.join(ROOT, "molecule", "fleet", "files", "standin.py"), "router",
