@@ -1,16 +1,19 @@
 """A fleet rollout's cost: figures on the machine it runs on (a benchmark: prints, asserts nothing).
 
-Uses the `fleet` Molecule scenario's nodes (two PRO 6000-like nodes whose units run the scenario's
-stand-in server) and runs playbooks/rollout.yml as an operator would:
-  1. a rollout that changes nothing (the nodes as the converge left them),
+Uses the `fleet` Molecule scenario's nodes (two PRO 6000-like nodes and a B300-like one, reached
+over SSH as an unprivileged user with sudo, whose units run the scenario's stand-in server) and runs
+playbooks/rollout.yml as an operator would:
+  0. a rollout to the default venv spec, to start from a settled fleet (printed, not a figure),
+  1. a rollout that changes nothing,
   2. a rollout with a real venv change (one small pinned package more: a new venv id, its kernel
-     caches built once on node 1 and seeded on node 2, each node switched, restarted, gated),
+     caches built once on node 1 and seeded on node 2, built for its own key on the B300, each node
+     drained, switched, restarted, gated and smoke-tested in its batch),
   3. that rollout again (nothing to do).
 For each: wall seconds, and each play's seconds (settings, preflight, stage, switch) from Ansible's
 JSON callback.
 
   source scripts/env.sh && molecule converge -s fleet     # once: creates and converges the nodes
-  python benchmarks/rollout.py [extra package, default tomli-w==1.2.0]
+  python benchmarks/rollout.py [extra package, default tomli-w==1.1.0 (not one the tests use)]
   molecule destroy -s fleet
 """
 
@@ -58,20 +61,21 @@ def rollout(inv, *extra):
         name = play["play"]["name"][:32]
         plays[name] = plays.get(name, 0.0) + seconds(play["play"]["duration"])
     changed = sum(stats.get("changed", 0) for stats in report["stats"].values())
-    return wall, plays, changed
+    return wall, plays, changed, len(report["stats"])
 
 
 def main():
-    package = sys.argv[1] if len(sys.argv) > 1 else "tomli-w==1.2.0"
+    package = sys.argv[1] if len(sys.argv) > 1 else "tomli-w==1.1.0"
     inv = inventory()
-    print("fleet scenario: 2 nodes, %d cores on this machine" % os.cpu_count())
-    runs = [("no-op rollout", {}),
+    print("fleet scenario, %d cores on this machine" % os.cpu_count())
+    runs = [("settle (the default venv spec)", {}),
+            ("no-op rollout", {}),
             ("rollout with a venv change (+%s)" % package, {"sglang_venv_packages": ["sglang==0.5.23", package]}),
             ("the same rollout again (no-op)", {"sglang_venv_packages": ["sglang==0.5.23", package]})]
     for title, extra in runs:
-        wall, plays, changed = rollout(inv, extra)
-        print("%s: %.1f s wall, changed=%d; per play: %s" % (
-            title, wall, changed, ", ".join("%s %.1f s" % (name, secs) for name, secs in plays.items())))
+        wall, plays, changed, hosts = rollout(inv, extra)
+        print("%s: %d hosts, %.1f s wall, changed=%d; per play: %s" % (
+            title, hosts, wall, changed, ", ".join("%s %.1f s" % (name, secs) for name, secs in plays.items())))
 
 
 if __name__ == "__main__":

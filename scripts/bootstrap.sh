@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Idempotent set-up of a fresh Debian/Ubuntu machine (as root) for this collection's tests and lab:
-#   1. apt: podman, runc, debootstrap, shellcheck (ansible-test sanity runs it) (only when missing)
+#   1. apt: podman, runc, debootstrap, shellcheck (ansible-test sanity runs it), the OpenSSH client
+#      (the fleet scenario's nodes are reached over SSH) (only when missing)
 #   2. .venv with the pinned tools from requirements-dev.txt (re-installed when that file changes)
 #   3. the collection link that lets playbooks resolve blackwell.sglang.* from this checkout
-#   4. the test image localhost/blackwell-sglang-test:bookworm (built only when missing; skipped
+#   4. the test image localhost/blackwell-sglang-test:bookworm (built when missing or made by another
+#      version of scripts/build-test-image.sh, whose sha256 the image carries as a label; skipped
 #      when MOLECULE_IMAGE names another image)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -12,7 +14,7 @@ cd "$BSG_ROOT"
 log() { printf '[bootstrap] %s\n' "$*"; }
 
 need_apt=()
-for pair in podman:podman runc:runc debootstrap:debootstrap shellcheck:shellcheck; do
+for pair in podman:podman runc:runc debootstrap:debootstrap shellcheck:shellcheck ssh:openssh-client; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%:*}" ] || need_apt+=("${pair##*:}")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then
@@ -40,9 +42,12 @@ mkdir -p .cache/collections/ansible_collections/blackwell
 ln -sfn ../../../.. .cache/collections/ansible_collections/blackwell/sglang
 
 if [ "$MOLECULE_IMAGE" = "localhost/blackwell-sglang-test:bookworm" ]; then
-  if podman image exists "$MOLECULE_IMAGE"; then
+  recipe="$(sha256sum "$BSG_ROOT/scripts/build-test-image.sh" | cut -c1-64)"
+  built="$(podman image inspect --format '{{ index .Labels "io.blackwell-sglang.recipe" }}' "$MOLECULE_IMAGE" 2>/dev/null || true)"
+  if [ "$built" = "$recipe" ]; then
     log "image $MOLECULE_IMAGE present"
   else
+    log "image $MOLECULE_IMAGE ${built:+made by another build-test-image.sh}${built:+, }building it"
     "$BSG_ROOT/scripts/build-test-image.sh"
   fi
 else
