@@ -253,6 +253,17 @@ def sglang_services_endpoints(settings_by_name, active):
     return endpoints
 
 
+def sglang_services_gpu_sets(settings_by_name, active):
+    """{service: [GPU indices]} of the active services ([] = all GPUs), for the GPU validation."""
+    sets = {}
+    for name in sglang_services_active_list(active):
+        try:
+            sets[name] = gpu_set((settings_by_name.get(name) or {}).get("cuda_visible_devices"))
+        except ValueError:
+            sets[name] = []  # reported by sglang_services_problems
+    return sets
+
+
 def systemd_exec(argv):
     """A command line for ExecStart=: each word quoted for systemd ($ and % escaped), one flag
     (with its values) per continued line."""
@@ -282,6 +293,7 @@ class FilterModule:
             "sglang_services_conflicts": sglang_services_conflicts,
             "sglang_services_active_list": sglang_services_active_list,
             "sglang_services_endpoints": sglang_services_endpoints,
+            "sglang_services_gpu_sets": sglang_services_gpu_sets,
             "sglang_gpu_set": gpu_set,
             "systemd_exec": systemd_exec,
         }

@@ -20,6 +20,14 @@ import re
 QUERY_FIELDS = ("index", "name", "uuid", "compute_cap", "memory.total", "driver_version")
 QUERY_GPU_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits")
 TOPO_ARGS = ("topo", "-m")
+# The loaded kernel module's own line: its flavour (open or proprietary) and version.
+NVRM_VERSION_FILE = "/proc/driver/nvidia/version"
+# NVRM_VERSION_FILE, first line:
+#   open:        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (...)"
+#   proprietary: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  590.48.01  Mon Dec  8 11:22:45 UTC 2025"
+# (the open string is built in NVIDIA/open-gpu-kernel-modules, src/nvidia/Makefile).
+NVRM_RE = re.compile(r"NVRM version:\s+NVIDIA UNIX (?P<open>Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(?P<version>[0-9]+(?:\.[0-9]+)+)")
+
 
 # Known failure texts, matched case-insensitively anywhere in the output.
 DRIVER_ERROR_PATTERNS = (
@@ -173,3 +181,11 @@ def interconnect(matrix):
     if links and all(NVLINK_RE.match(link) for link in links):
         return INTERCONNECT_NVLINK
     return INTERCONNECT_PCIE
+
+
+def parse_nvrm_version(text):
+    """/proc/driver/nvidia/version -> {'kernel_module': 'open'|'proprietary'|None, 'driver_version': str|None}."""
+    match = NVRM_RE.search(text or "")
+    if not match:
+        return {"kernel_module": None, "driver_version": None}
+    return {"kernel_module": "open" if match.group("open") else "proprietary", "driver_version": match.group("version")}

@@ -57,6 +57,7 @@ MANAGED_ENV = {
     "SGLANG_DG_CACHE_DIR": KERNEL_CACHES,  # SGLang sets DG_JIT_CACHE_DIR from it
     "TRTLLM_DG_CACHE_DIR": KERNEL_CACHES,  # FlashInfer's TRT-LLM DeepGEMM
     "HOME": "set sglang_node_home instead",
+    "NCCL_P2P_DISABLE": "set sglang_services_nccl_p2p (auto, on or off) instead",
 }
 # Every FLASHINFER_* variable is the flashinfer role's (FLASHINFER_JIT_VERBOSE makes debug builds).
 MANAGED_ENV_PREFIXES = {"FLASHINFER_": "set the flashinfer role's variables (flashinfer_*) instead"}

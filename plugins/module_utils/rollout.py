@@ -21,7 +21,8 @@ RESULTS = ("ok", "unchanged", "rolled back", "failed", "not reached")
 COLUMNS = (
     ("host", "host"), ("group", "group"), ("gpus", "GPUs"), ("driver", "driver"), ("cuda", "CUDA"),
     ("flashinfer", "FlashInfer targets (fix)"), ("venv", "venv (before -> now)"), ("sglang", "SGLang (staged)"),
-    ("cache", "kernel cache"), ("service", "active service"), ("health", "health"), ("batch", "batch"),
+    ("cache", "kernel cache"), ("service", "active service"), ("validation", "GPU validation"), ("health", "health"),
+    ("batch", "batch"),
     ("seconds", "seconds"), ("result", "result"),
 )
 _PERCENT = re.compile(r"^\s*(\d+)\s*%\s*$")
@@ -138,6 +139,7 @@ def fleet_report_row(host, facts):
         "sglang": facts.get("sglang") or "",
         "cache": cache.get("source") or "",
         "service": ", ".join(sorted(endpoints)) or "none",
+        "validation": facts.get("validation") or "not run",
         "health": facts.get("health") or "not checked",
         "batch": int(batch) if str(batch).isdigit() else "",
         "seconds": round(float(seconds), 1) if seconds not in (None, "", "None") else "",

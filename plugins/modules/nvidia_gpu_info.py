@@ -25,6 +25,8 @@ description:
   - The module fails only when C(nvidia-smi) exits 0 but prints a GPU list it cannot parse, or when
     an executable C(nvidia-smi) cannot be started at all (for example C(Exec format error)); the
     message names the path and says to reinstall the driver or set O(nvidia_smi_path).
+  - The kernel module's flavour (open or proprietary) comes from the first line of
+    C(/proc/driver/nvidia/version), read when GPUs were found (Blackwell GPUs need the open modules).
   - Needs only the Python standard library on the target, and a driver recent enough to know the
     C(compute_cap) query field. Older drivers reject that field; the module then reports
     RV(present=false) with the driver's message in RV(error).
@@ -55,6 +57,7 @@ attributes:
 notes:
   - Fact sources, per return value. RV(gpus), RV(count), RV(compute_capabilities) and
     RV(driver_version) come from C(nvidia-smi --query-gpu=...). RV(interconnect) comes from C(nvidia-smi topo -m).
+    RV(kernel_module) comes from the file C(/proc/driver/nvidia/version).
   - "Failure modes that give RV(present=false) with RV(error) set, the task itself succeeding:
     C(nvidia-smi) not found (no driver installed);
     V(NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver) (driver installed but
@@ -175,6 +178,16 @@ interconnect:
   type: str
   choices: [nvlink, pcie, none, unknown]
   sample: pcie
+kernel_module:
+  description:
+    - The flavour of the loaded NVIDIA kernel module, from the first line of C(/proc/driver/nvidia/version),
+      which names an C(Open Kernel Module) (V(open)) or a plain C(Kernel Module) (V(proprietary)).
+    - V(null) without GPUs, or when the file is missing or unreadable (for example inside a container
+      that does not mount C(/proc/driver/nvidia)).
+  returned: always
+  type: str
+  choices: [open, proprietary]
+  sample: open
 error:
   description:
     - Why RV(present) is V(false), for example the driver's message
@@ -192,11 +205,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import arch_key
 from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import (
     INTERCONNECT_NONE,
+    NVRM_VERSION_FILE,
     QUERY_GPU_ARGS,
     TOPO_ARGS,
     NvidiaSmiParseError,
     driver_error,
     interconnect,
+    parse_nvrm_version,
     parse_query_gpu,
     parse_topology,
 )
@@ -215,6 +230,7 @@ def _absent(error):
         "compute_capabilities": [],
         "driver_version": None,
         "interconnect": INTERCONNECT_NONE,
+        "kernel_module": None,
         "error": error,
     }
 
@@ -263,6 +279,14 @@ def _read_interconnect(module, nvidia_smi):
         return INTERCONNECT_UNKNOWN
 
 
+def _read_kernel_module():
+    try:
+        with open(NVRM_VERSION_FILE) as handle:
+            return parse_nvrm_version(handle.read())["kernel_module"]
+    except (IOError, OSError):
+        return None
+
+
 def gather(module):
     nvidia_smi, missing = _find_nvidia_smi(module)
     if missing:
@@ -299,6 +323,7 @@ def gather(module):
         ),
         driver_version=gpus[0]["driver_version"],
         interconnect=_read_interconnect(module, nvidia_smi) if len(gpus) > 1 else INTERCONNECT_NONE,
+        kernel_module=_read_kernel_module(),
     )
     return result
 

@@ -115,12 +115,13 @@ def _run_playbook(path, *extra_vars, limit=PRO6000):
 
 class CaseResult:
     """What one case host did: failed (bool), changed (task count), text (every message, folded),
-    tasks (the names of the tasks it ran, in order)."""
+    tasks (the names of the tasks it ran, in order), results (their results, in the same order)."""
 
     def __init__(self, stats, results, tasks=()):
         self.failed = stats.get("failures", 0) > 0 or stats.get("unreachable", 0) > 0
         self.changed = stats.get("changed", 0)
         self.tasks = list(tasks)
+        self.results = list(results)
         texts = []
         pending = list(results)
         while pending:  # a loop's result holds one result per item

@@ -68,13 +68,34 @@ CASES = [
     ({"sglang_venv_rollback": "true"}, "there is no previous venv to roll back to"),
     ({"sglang_services_start_without_gpus": "maybe"}, "sglang_services_start_without_gpus"),
     ({"flashinfer_patch": "perhaps"}, "flashinfer_patch"),
+    # 6. Can the node serve (issue 15): the driver against the toolkit (CUDA release notes' table),
+    # Blackwell on the open kernel modules, GPUs for tp x pp, attention backends against the GPUs
+    # (or, without GPUs, sglang_node_gpu_archs: 10.3 here), the validation's own settings.
+    ({"sglang_node_gpus": dict(GB10, driver_version="570.172.08"), "sglang_node_gpu_archs": ["12.1"]},
+     "cuda_toolkit: NVIDIA driver 570.172.08 is too old for CUDA toolkit 13.0.2: CUDA 13.x needs a driver >= 580 "
+     "(>= 580.95.05 for 13.0.2 itself"),
+    ({"sglang_node_gpus": dict(GB10, kernel_module="proprietary"), "sglang_node_gpu_archs": ["12.1"]},
+     "cuda_toolkit: the proprietary NVIDIA kernel module is loaded, but Blackwell GPUs (compute capability 12.1) "
+     "need the open kernel modules"),
+    ({"sglang_node_gpus": GB10, "sglang_node_gpu_archs": ["12.1"], "sglang_services_eagle3": dict(LAB_EAGLE3, tp_size=2)},
+     "sglang_services_eagle3: needs 2 GPUs (tp_size 2 x pp_size 1) but has 1 (all of this host's GPUs)"),
+    ({"sglang_services_eagle3": dict(LAB_EAGLE3, attention_backend="fa3")},
+     "sglang_services_eagle3: attention_backend fa3 cannot run on compute capability 10.3 (sglang_node_gpu_archs; "),
+    ({"sglang_services_eagle3": dict(LAB_EAGLE3, attention_backend="trtllm_mla")},
+     "sglang_services_eagle3: attention_backend trtllm_mla is for MLA models only, and the EAGLE-3 draft"),
+    ({"sglang_services_eagle3": dict(LAB_EAGLE3, attention_backend_support={"fa9": ["10.3"]})},
+     "sglang_services_eagle3: attention_backend_support names an unknown backend 'fa9'"),
+    (eagle3_env({"NCCL_P2P_DISABLE": "1"}),
+     "sglang_services_eagle3: env NCCL_P2P_DISABLE is managed by the roles; set sglang_services_nccl_p2p"),
+    ({"sglang_services_nccl_p2p": "maybe"}, "sglang_services_nccl_p2p must be one of"),  # the argument spec's choices
+    ({"sglang_services_validate_timeout": 0}, "sglang_services_validate_timeout must be a whole number of seconds > 0, got 0"),
 ]
 IDS = [m[:40] for _v, m in CASES]
 MODES = {"normal": [], "check": ["--check"]}
 # In check mode, one case of each kind (the same checks run; check mode changes only what runs after
 # them): the CUDA prefix, a service's env, /etc as env dir, the GB10-like GPU with a toolkit that is
-# not installed, a boolean.
-CHECK_MODE_CASES = [0, 4, 6, 12, 14]
+# not installed, a boolean, an old driver, a backend the GPUs cannot run.
+CHECK_MODE_CASES = [0, 4, 6, 12, 14, 17, 20]
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +134,7 @@ def test_bad_input_fails_in_preflight_and_changes_nothing(preflight_runs, mode, 
 
 
 def test_argument_specs_refuse_a_non_boolean_by_name(preflight_runs):
-    result = preflight_runs[0]["normal"][str(len(CASES) - 2)]
+    result = preflight_runs[0]["normal"][str(next(i for i, (_v, m) in enumerate(CASES) if m == "sglang_services_start_without_gpus"))]
     assert "sglang_services_start_without_gpus" in result.text and "not a valid boolean" in result.text, result
 
 

@@ -267,7 +267,16 @@ def test_the_filters_the_role_calls_are_these_functions():
         "sglang_services_problems": f.sglang_services_problems, "sglang_services_conflicts": f.sglang_services_conflicts,
         "sglang_services_active_list": f.sglang_services_active_list, "sglang_gpu_set": f.gpu_set,
         "systemd_exec": f.systemd_exec, "sglang_services_endpoints": f.sglang_services_endpoints,
+        "sglang_services_gpu_sets": f.sglang_services_gpu_sets,
     }
+
+
+def test_gpu_sets_of_the_active_services():
+    settings = {"eagle3": {"cuda_visible_devices": "0,1"}, "dflash": {"cuda_visible_devices": [2]},
+                "autoregressive": {"cuda_visible_devices": "x"}}
+    assert f.sglang_services_gpu_sets(settings, "eagle3,dflash") == {"eagle3": [0, 1], "dflash": [2]}
+    assert f.sglang_services_gpu_sets(settings, "autoregressive") == {"autoregressive": []}  # bad: reported elsewhere
+    assert f.sglang_services_gpu_sets(settings, "") == {}
 
 
 def test_sizes_left_out_mean_one():

@@ -74,6 +74,7 @@ FACTS = {"group": "lab,pro6000", "gpus": GPUS, "cuda": "13.0.2", "targets": ["12
          "venv_before": "/opt/sglang/venvs/aaaa", "venv_staged": "/opt/sglang/venvs/bbbb",
          "venv_now": "/opt/sglang/venvs/bbbb", "sglang": "0.5.23",
          "kernel_cache": {"source": "seeded"}, "endpoints": {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}},
+         "validation": "2 GPU(s): kernel 12.0f ran on 0,1; all-reduce 0,1 41.0 GB/s; 38.2 s",
          "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
 
 
@@ -83,6 +84,7 @@ def test_a_row_from_the_roles_facts():
         "host": "pro-1", "group": "lab,pro6000", "gpus": "2 x NVIDIA RTX PRO 6000 Blackwell Server Edition (cc 12.0, pcie)",
         "driver": "580.95.05", "cuda": "13.0.2", "flashinfer": "12.0f (none)", "venv_before": "aaaa",
         "venv_staged": "bbbb", "venv_now": "bbbb", "venv": "aaaa -> bbbb", "sglang": "0.5.23", "cache": "seeded", "service": "eagle3",
+        "validation": "2 GPU(s): kernel 12.0f ran on 0,1; all-reduce 0,1 41.0 GB/s; 38.2 s",
         "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
     json.dumps(row)  # plain data: the report's JSON
 
@@ -96,8 +98,8 @@ def test_rows_of_hosts_without_gpus_unchanged_venvs_and_hosts_never_reached():
     assert r.fleet_report_row("back", dict(FACTS, venv_now="/v/aaaa"))["venv"] == "aaaa (staged bbbb)"
     assert r.fleet_report_row("later", dict(FACTS, venv_now=None))["venv"] == "aaaa (staged bbbb)"
     empty = r.fleet_report_row("gone", {})
-    assert (empty["result"], empty["gpus"], empty["service"], empty["flashinfer"], empty["seconds"]) == \
-        ("not reached", "none", "none", "? (?)", "")
+    assert (empty["result"], empty["gpus"], empty["service"], empty["flashinfer"], empty["seconds"], empty["validation"]) == \
+        ("not reached", "none", "none", "? (?)", "", "not run")
     assert r.fleet_report_rows([("a", r.fleet_report_row("a", FACTS)), ("gone", {})])[1] == empty
 
 

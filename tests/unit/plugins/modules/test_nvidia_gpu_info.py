@@ -206,3 +206,26 @@ def test_unparseable_gpu_list_fails(tmp_path, capsys):
     assert result["failed"] is True
     assert "could not parse the output of" in result["msg"]
     assert "expected 6 comma-separated fields" in result["msg"]
+
+
+GPU_FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "gpu")
+
+
+@pytest.mark.parametrize("text,flavour", [
+    (open(os.path.join(GPU_FIXTURES, "h200-x1", "driver_version.txt")).read(), "open"),  # an H200 machine's file
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  590.48.01  Mon Dec  8 11:22:45 UTC 2025\n", "proprietary"),
+    (None, None),  # no /proc/driver/nvidia/version (a container that does not mount it)
+])
+def test_kernel_module_flavour(tmp_path, capsys, monkeypatch, text, flavour):
+    version_file = tmp_path / "version"
+    if text is not None:
+        version_file.write_text(text)
+    monkeypatch.setattr(nvidia_gpu_info, "NVRM_VERSION_FILE", str(version_file))
+    smi = FakeNvidiaSmi(tmp_path, "rtx_pro_6000_x8.query.txt", topo="rtx_pro_6000_x8.topo.txt")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["kernel_module"] == flavour
+
+
+def test_no_gpus_no_kernel_module(tmp_path, capsys):
+    result = run_module(capsys, {"nvidia_smi_path": str(tmp_path / "missing")})
+    assert result["present"] is False and result["kernel_module"] is None

@@ -1,0 +1,279 @@
+# -*- coding: utf-8 -*-
+# Copyright: blackwell.sglang developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The probes of the nvidia_gpu_validate module: what runs on the GPUs, and how its output is read.
+
+Each probe is a separate process (a CUDA context, a hang or a crash stays there, and a timeout can
+kill it): a tiny CUDA program built with the installed nvcc, a Python program that loads FlashInfer's
+pre-warmed modules and samples on each GPU, and one process per rank of an NCCL all-reduce
+(torch.distributed). Each prints one JSON line last: {"ok": true, ...} or {"ok": false, "error": ...}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError, parse_arch
+
+# The kernel: each thread writes 3*i+1; the host checks every value. Any CUDA error is printed by
+# name (cudaErrorInsufficientDriver, cudaErrorNoKernelImageForDevice, ...) with the step it came from.
+KERNEL_SOURCE = r"""
+#include <cstdio>
+#include <cuda_runtime.h>
+__global__ void fill(int *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = 3 * i + 1;
+}
+static int fail(const char *step, cudaError_t err) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  printf("{\"ok\": false, \"step\": \"%s\", \"error\": \"%s: %s\", \"driver_api\": %d, \"runtime_api\": %d}\n",
+         step, cudaGetErrorName(err), cudaGetErrorString(err), driver, runtime);
+  return 1;
+}
+int main() {
+  const int n = 1024;
+  static int host[1024];
+  int *dev = 0;
+  cudaError_t err = cudaMalloc(&dev, n * sizeof(int));
+  if (err != cudaSuccess) return fail("cudaMalloc", err);
+  fill<<<(n + 255) / 256, 256>>>(dev, n);
+  if ((err = cudaGetLastError()) != cudaSuccess) return fail("kernel launch", err);
+  if ((err = cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost)) != cudaSuccess) return fail("cudaMemcpy", err);
+  for (int i = 0; i < n; ++i) {
+    if (host[i] != 3 * i + 1) {
+      printf("{\"ok\": false, \"step\": \"check\", \"error\": \"element %d is %d, expected %d\"}\n", i, host[i], 3 * i + 1);
+      return 1;
+    }
+  }
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  printf("{\"ok\": true, \"compute_capability\": \"%d.%d\", \"driver_api\": %d, \"runtime_api\": %d}\n",
+         prop.major, prop.minor, driver, runtime);
+  return 0;
+}
+"""
+
+# FlashInfer: load every pre-warmed module (never build one: a module without its .so is an error),
+# then one sampling call per visible GPU through FlashInfer's public API, which must find the
+# pre-warmed module (the .so's mtime unchanged: nothing compiled).
+FLASHINFER_PROBE = r"""
+import json, os, sys
+modules = json.loads(sys.argv[1])
+result = {"ok": False, "loaded": [], "gpus": []}
+try:
+    import torch
+    import flashinfer
+    from flashinfer.jit import env as jit_env
+    import importlib
+    for name in modules:
+        spec = None
+        for where in ("flashinfer.jit." + name, "flashinfer.jit"):
+            try:
+                factory = getattr(importlib.import_module(where), "gen_%s_module" % name, None)
+            except ImportError:
+                factory = None
+            if factory is not None:
+                spec = factory()
+                break
+        if spec is None:
+            raise RuntimeError("FlashInfer %s has no JIT module %r" % (flashinfer.__version__, name))
+        getter = getattr(spec, "get_library_path", None)
+        path = getter() if callable(getter) else spec.jit_library_path
+        if not os.path.exists(str(path)):
+            raise RuntimeError("JIT module %s is not pre-warmed (%s missing); the validation does not compile: "
+                               "re-run site.yml" % (name, path))
+        spec.load(path)
+        result["loaded"].append(name)
+    so = jit_env.FLASHINFER_JIT_DIR / "sampling" / "sampling.so"
+    before = os.stat(so).st_mtime_ns if "sampling" in modules else None
+    for index in range(torch.cuda.device_count()):
+        with torch.cuda.device(index):
+            gpu = {"device": index, "name": torch.cuda.get_device_name(index)}
+            if "sampling" in modules:
+                torch.manual_seed(0)
+                probs = torch.softmax(torch.randn(8, 4096, device="cuda") * 3, dim=-1)
+                tokens = flashinfer.sampling.top_k_sampling_from_probs(probs, 20)
+                torch.cuda.synchronize()
+                top = probs.topk(20, dim=-1).indices
+                gpu["sampled"] = bool((top == tokens.long()[:, None]).any(-1).all())
+                if not gpu["sampled"]:
+                    raise RuntimeError("top_k_sampling_from_probs on GPU %d returned tokens outside the top 20" % index)
+            result["gpus"].append(gpu)
+    if before is not None and os.stat(so).st_mtime_ns != before:
+        raise RuntimeError("sampling.so changed during the sampling calls: FlashInfer compiled on the serving path")
+    result["ok"] = True
+except Exception as exc:
+    result["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
+print(json.dumps(result))
+sys.exit(0 if result["ok"] else 1)
+"""
+
+# One rank of the all-reduce. Correctness first (rank r contributes r+1; all see the sum), then the
+# timed all-reduces of BSG_ALLREDUCE_BYTES (bf16); rank 0 prints the bus bandwidth (NCCL's own
+# definition, nccl-tests: algbw * 2 (n-1) / n).
+ALLREDUCE_WORKER = r"""
+import datetime, json, os, sys
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+size, iters = int(os.environ["BSG_ALLREDUCE_BYTES"]), int(os.environ["BSG_ALLREDUCE_ITERS"])
+result = {"ok": False, "rank": rank, "world": world}
+try:
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank),
+                            timeout=datetime.timedelta(seconds=int(os.environ["BSG_ALLREDUCE_TIMEOUT"])))
+    check = torch.full((1024,), float(rank + 1), device="cuda")
+    dist.all_reduce(check)
+    expected = world * (world + 1) / 2
+    if not bool((check == expected).all()):
+        raise RuntimeError("all-reduce returned %s, expected %s" % (check[0].item(), expected))
+    data = torch.zeros(size // 2, dtype=torch.bfloat16, device="cuda")
+    for _ in range(3):
+        dist.all_reduce(data)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        dist.all_reduce(data)
+    end.record()
+    torch.cuda.synchronize()
+    seconds = start.elapsed_time(end) / 1000.0 / iters
+    result.update(ok=True, bytes=size, seconds_per_iteration=seconds,
+                  busbw_gbps=round(size / seconds * 2 * (world - 1) / world / 1e9, 1) if world > 1 else None,
+                  nccl=".".join(str(part) for part in torch.cuda.nccl.version()))
+    dist.destroy_process_group()
+except Exception as exc:
+    text = str(exc).strip().splitlines()
+    result["error"] = "%s: %s" % (type(exc).__name__, text[-1] if text else "")
+print(json.dumps(result))
+sys.exit(0 if result["ok"] else 1)
+"""
+
+# The NVLink-multicast paths stay off in every probe (as on the machines the GPU tests ran on).
+PROBE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+             "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+class ProbeError(Exception):
+    """A probe could not be started at all (no nvcc, no interpreter)."""
+
+
+def gencode_args(targets):
+    """FlashInfer's target strings -> nvcc flags for device code only (SASS, no PTX to JIT), as
+    FlashInfer builds: '12.0f' -> -gencode=arch=compute_120f,code=sm_120f. ArchError when malformed."""
+    args = []
+    for target in targets:
+        base, suffix = parse_arch(target)
+        number = base.replace(".", "") + suffix
+        args.append("-gencode=arch=compute_%s,code=sm_%s" % (number, number))
+    if not args:
+        raise ArchError("no target to build the validation kernel for")
+    return args
+
+
+def last_json(text):
+    """The last line of `text` that is a JSON object, or None."""
+    for line in reversed((text or "").splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def tail(text, lines=3):
+    return " | ".join(line.strip() for line in (text or "").strip().splitlines()[-lines:])
+
+
+def run_probe(argv, env, timeout, cwd=None):
+    """Run one probe in its own session: {'ok', 'error', 'seconds', ...its JSON}. A probe that does not
+    answer within `timeout` seconds is killed with its children and reported as a hang."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    except OSError as exc:
+        raise ProbeError("cannot run %s: %s" % (argv[0], exc.strerror or exc)) from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        out, err = proc.communicate()
+        return {"ok": False, "seconds": round(time.monotonic() - start, 1),
+                "error": "no answer within %d s (a hang); killed. Last output: %s" % (timeout, tail(err or out) or "none")}
+    return _answer(proc.returncode, out, err, time.monotonic() - start)
+
+
+def _answer(rc, out, err, seconds):
+    answer = last_json(out) or {}
+    answer.setdefault("ok", rc == 0)
+    if rc != 0:
+        answer["ok"] = False
+        answer.setdefault("error", "exit status %s: %s" % (rc, tail(err or out) or "no output"))
+    answer["seconds"] = round(seconds, 1)
+    return answer
+
+
+def _kill(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_allreduce(python, devices, env, timeout, size, iters=20):
+    """One all-reduce across `devices` (host GPU indices), a process per rank, all killed when one
+    does not answer within `timeout` s. {'ok', 'error', 'busbw_gbps', 'seconds', ...} of rank 0, or the
+    first failing rank's error."""
+    env = dict(env, CUDA_VISIBLE_DEVICES=",".join(str(d) for d in devices), WORLD_SIZE=str(len(devices)),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), BSG_ALLREDUCE_BYTES=str(size),
+               BSG_ALLREDUCE_ITERS=str(iters), BSG_ALLREDUCE_TIMEOUT=str(max(int(timeout), 1)))
+    start = time.monotonic()
+    procs = []
+    try:
+        for rank in range(len(devices)):
+            procs.append(subprocess.Popen([python, "-c", ALLREDUCE_WORKER], env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
+    except OSError as exc:
+        for proc in procs:
+            _kill(proc)
+        raise ProbeError("cannot run %s: %s" % (python, exc.strerror or exc)) from exc
+    answers = []
+    for proc in procs:
+        left = max(timeout - (time.monotonic() - start), 0.1)
+        try:
+            out, err = proc.communicate(timeout=left)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                _kill(other)
+            out, err = proc.communicate()
+            for other in procs:
+                other.communicate()
+            return {"ok": False, "seconds": round(time.monotonic() - start, 1),
+                    "error": "no answer within %d s (a hang: NCCL waits for a peer it cannot reach); killed. "
+                             "Last output: %s" % (timeout, tail(err or out) or "none")}
+        answers.append(_answer(proc.returncode, out, err, time.monotonic() - start))
+    failed = [answer for answer in answers if not answer["ok"]]
+    result = dict(failed[0] if failed else answers[0])
+    result["seconds"] = round(time.monotonic() - start, 1)
+    return result

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# GPU test of the nvidia_gpu_validate module, run on a GPU machine (the `device` tool's H200s, cc 9.0,
+# target 9.0a; no network: wheels carried in .whl/, see README). As the non-root user `smoke`, with the
+# env file a unit would read, the module run as a plain script with an args file:
+#   1. pre-warms `sampling` (flashinfer_jit_cache), as the flashinfer role does before the validation;
+#   2. a good node: the kernel for 9.0a on every GPU, FlashInfer's sampling module loaded and a
+#      sampling call on every GPU, an NCCL all-reduce across all GPUs (bus bandwidth with 2+): passed;
+#   3. planted: target 10.0a, which an H200 cannot run: failed, naming the GPU and
+#      cudaErrorNoKernelImageForDevice;
+#   4. planted: NCCL bootstrap pointed at a network interface that does not exist
+#      (NCCL_SOCKET_IFNAME=bsg-none0): the all-reduce fails (retried without P2P on 2+ GPUs), the
+#      module fails naming NCCL's error;
+#   5. check mode: skipped, nothing run;
+#   6. a FlashInfer module that was not pre-warmed (norm): failed, the validation compiles nothing.
+# Writes each result to $OUT/validate_<case>.json and prints a PASS/FAIL line per expectation.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+nvidia-smi --query-gpu=index,name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+gpus="$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)"
+printf '{"ANSIBLE_MODULE_ARGS": {"modules": ["sampling"], "env_file": "%s", "expected_archs": ["%s"], "jobs": %s}}\n' \
+  "$ENV_FILE" "$ARCH" "$(nproc)" > /tmp/validate-prewarm.json
+chmod a+r /tmp/validate-prewarm.json
+start=$(date +%s.%N)
+as_smoke python3 "$ROOT/plugins/modules/flashinfer_jit_cache.py" /tmp/validate-prewarm.json | tail -n 1 > "$OUT/prewarm.json"
+echo "prewarm ($(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}') s): $(cut -c1-300 "$OUT/prewarm.json")"
+
+run_case() {  # name, targets (JSON list), extra env assignments..., then -- and extra args JSON (object body or empty)
+  local name="$1" targets="$2"; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  local extra="${1:-}"
+  printf '{"ANSIBLE_MODULE_ARGS": {"gpus": [%s], "services": {"eagle3": []}, "targets": %s, "flashinfer_modules": ["sampling"], "env_file": ["%s"], "timeout": 120%s}}\n' \
+    "$gpus" "$targets" "$ENV_FILE" "$extra" > "/tmp/validate-$name.json"
+  chmod a+r "/tmp/validate-$name.json"
+  local begin; begin=$(date +%s.%N)
+  as_smoke env "${envs[@]}" python3 "$ROOT/plugins/modules/nvidia_gpu_validate.py" "/tmp/validate-$name.json" \
+    > "$OUT/validate_$name.out" 2> "$OUT/validate_$name.err" || true
+  tail -n 1 "$OUT/validate_$name.out" > "$OUT/validate_$name.json"
+  echo "case $name ($(awk -v s="$begin" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}') s wall): $(cut -c1-1500 "$OUT/validate_$name.json")"
+}
+
+run_case good '["9.0a"]'
+run_case target '["10.0a"]'
+run_case nccl '["9.0a"]' NCCL_SOCKET_IFNAME=bsg-none0
+run_case check '["9.0a"]' -- ', "_ansible_check_mode": true'
+run_case notwarm '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "norm"]'
+
+python3 - "$OUT" <<'PY'
+import json, sys
+out = sys.argv[1]
+good, target, nccl, check, notwarm = (json.load(open("%s/validate_%s.json" % (out, n)))
+                                      for n in ("good", "target", "nccl", "check", "notwarm"))
+kernel_ok = [g["ok"] for g in good["kernel"]["gpus"]]
+checks = {
+    "good node passed": good.get("status") == "passed" and not good.get("failed"),
+    "kernel ran on every GPU (driver/runtime API %s/%s)" % (good["kernel"]["gpus"][0].get("driver_api"), good["kernel"]["gpus"][0].get("runtime_api")):
+        kernel_ok and all(kernel_ok),
+    "FlashInfer sampling loaded and sampled on every GPU": good["flashinfer"]["ok"] and all(g["sampled"] for g in good["flashinfer"]["gpus"]),
+    "NCCL all-reduce passed (%s GB/s, NCCL %s)" % (good["nccl"][0].get("busbw_gbps"), good["nccl"][0].get("nccl")): good["nccl"][0]["ok"],
+    "target 10.0a failed naming the GPU and cudaErrorNoKernelImageForDevice":
+        target.get("failed") and "kernel on GPU 0 (targets 10.0a): cudaErrorNoKernelImageForDevice" in target.get("msg", ""),
+    "forced NCCL failure failed naming NCCL's error": nccl.get("failed") and "NCCL all-reduce on GPUs" in nccl.get("msg", ""),
+    "the kernel and FlashInfer still passed in the NCCL case": all(g["ok"] for g in nccl["kernel"]["gpus"]) and nccl["flashinfer"]["ok"],
+    "check mode skipped": check.get("status") == "skipped" and check.get("reason", "").startswith("check mode"),
+    "a module not pre-warmed (norm) failed, nothing compiled": notwarm.get("failed") and "JIT module norm is not pre-warmed" in notwarm.get("msg", ""),
+}
+for name, ok in checks.items():
+    print(("PASS " if ok else "FAIL ") + name)
+print("summary (good): " + good.get("summary", ""))
+print("msg (target): " + target.get("msg", ""))
+print("msg (nccl): " + nccl.get("msg", ""))
+print("msg (notwarm): " + notwarm.get("msg", ""))
+sys.exit(0 if all(checks.values()) else 1)
+PY

@@ -1,0 +1,221 @@
+"""Every decision of module_utils/gpu_compat.py, with the H200 outputs of fixtures/gpu/ where they apply:
+driver <-> toolkit on both sides of each minimum, torch's CUDA major, open vs proprietary kernel
+modules, GPU counts, the attention backend table and the NCCL P2P outcome."""
+
+import os
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.filter.sglang_services import gpu_set
+from ansible_collections.blackwell.sglang.plugins.module_utils import gpu_compat
+from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import parse_nvrm_version
+
+GPU = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "gpu")
+PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  590.48.01  Mon Dec  8 11:22:45 UTC 2025\n"
+
+
+def fixture(*parts):
+    with open(os.path.join(GPU, *parts)) as handle:
+        return handle.read()
+
+
+# ---- driver <-> toolkit ----
+
+@pytest.mark.parametrize("driver,toolkit,problem,warning", [
+    # CUDA 13.0.2 shipped with 580.95.05; CUDA 13.x runs on >= 580 (minor version compatibility).
+    ("580.95.05", "13.0.2", False, False),
+    ("580.95.04", "13.0.2", False, True),
+    ("580.65.06", "13.0.2", False, True),
+    ("580.0", "13.0.2", False, True),
+    ("575.57.08", "13.0.2", True, False),    # an R575 driver: CUDA 12.9's, not 13's
+    ("570.172.08", "13.0.0", True, False),   # R570 (a CUDA 12.8 driver) with a CUDA 13 toolkit: the issue's case
+    ("590.44.01", "13.1.0", False, False),
+    ("580.159.04", "13.1.0", False, True),   # the H200 machines' driver under 13.1: minor version compatibility
+    ("570.124.06", "12.8.1", False, False),
+    ("570.26", "12.8.1", False, True),
+    ("525.60.13", "12.8.1", False, True),
+    ("525.60.12", "12.8.1", True, False),
+    ("520.61.05", "12.0.0", True, False),
+])
+def test_driver_against_toolkit(driver, toolkit, problem, warning):
+    problems, warnings = gpu_compat.driver_problems(driver, toolkit)
+    assert bool(problems) is problem and bool(warnings) is warning
+    for text in problems:  # names both versions, the minimum and what to change
+        assert driver in text and toolkit in text and "Upgrade the driver" in text and "cuda_toolkit_version" in text
+    for text in warnings:
+        assert driver in text and gpu_compat.corresponding_driver(toolkit) in text and "minor version compatibility" in text
+
+
+def test_the_h200_fixture_driver_runs_cuda_13_0():
+    # query.txt: index, name, uuid, compute_cap, memory.total, driver_version, pci.bus_id (with units)
+    driver = fixture("h200-x1", "query.txt").split(", ")[5]
+    assert driver == parse_nvrm_version(fixture("h200-x1", "driver_version.txt"))["driver_version"] == "580.159.04"
+    assert gpu_compat.driver_problems(driver, "13.0.2") == ([], [])
+
+
+def test_driver_edge_cases():
+    assert "could not be read" in gpu_compat.driver_problems(None, "13.0.2")[0][0]
+    assert "no driver minimum known for CUDA 11.x" in gpu_compat.driver_problems("580.95.05", "11.8.0")[0][0]
+    assert gpu_compat.driver_problems("580.95.05", "not-a-version") == ([], [])  # the toolkit preflight reports it
+    assert gpu_compat.corresponding_driver("13.0.2") == "580.95.05"
+    assert gpu_compat.corresponding_driver("13.9.0") is None  # newer than the table: the major's floor applies
+    assert gpu_compat.driver_problems("580.95.05", "13.9.0") == ([], [])
+
+
+# ---- kernel modules ----
+
+@pytest.mark.parametrize("machine", ["h200-x1", "h200-x2"])
+def test_open_kernel_module_of_the_h200_machines(machine):
+    assert parse_nvrm_version(fixture(machine, "driver_version.txt")) == {
+        "kernel_module": "open", "driver_version": "580.159.04"}
+
+
+def test_proprietary_kernel_module_and_garbage():
+    assert parse_nvrm_version(PROPRIETARY) == {"kernel_module": "proprietary", "driver_version": "590.48.01"}
+    assert parse_nvrm_version("") == {"kernel_module": None, "driver_version": None}
+
+
+@pytest.mark.parametrize("module,ccs,bad", [
+    ("proprietary", ["12.0"], True),
+    ("proprietary", ["10.3"], True),
+    ("proprietary", ["9.0"], False),     # Hopper PCIe runs either flavour
+    ("open", ["12.0", "10.3"], False),
+    (None, ["12.0"], False),             # not readable (a container without /proc/driver/nvidia): nothing to say
+])
+def test_blackwell_needs_the_open_modules(module, ccs, bad):
+    problems = gpu_compat.kernel_module_problems(module, ccs)
+    assert bool(problems) is bad
+    if bad:
+        assert "open kernel modules" in problems[0] and ccs[0] in problems[0]
+
+
+# ---- torch ----
+
+@pytest.mark.parametrize("torch_cuda,toolkit,bad", [
+    ("13.0", "13.0.2", False), ("13.0", "13.0", False), ("12.8", "13.0.2", True), ("13.0", "12.9.1", True), (None, "13.0", True),
+])
+def test_torch_cuda_major_equals_the_toolkits(torch_cuda, toolkit, bad):
+    problems = gpu_compat.torch_cuda_problems(torch_cuda, toolkit)
+    assert bool(problems) is bad
+    if bad and torch_cuda:
+        assert torch_cuda in problems[0] and toolkit in problems[0]
+
+
+# ---- GPU counts ----
+
+def settings(**over):
+    base = {"tp_size": 1, "pp_size": 1, "cuda_visible_devices": [], "extra_args": {}, "env": {}}
+    base.update(over)
+    return base
+
+
+@pytest.mark.parametrize("service,count,needle", [
+    (settings(tp_size=8), 8, None),
+    (settings(tp_size=8), 4, "needs 8 GPUs (tp_size 8 x pp_size 1) but has 4 (all of this host's GPUs)"),
+    (settings(tp_size=2, pp_size=2, cuda_visible_devices=[0, 1]), 8, "needs 4 GPUs"),
+    (settings(tp_size=2, cuda_visible_devices="4,5"), 4, "names GPU 4, 5, but this host has 4 GPU(s)"),
+    (settings(tp_size=2, extra_args={"dp-size": 2}), 2, "x dp-size 2"),
+    (settings(tp_size=2, enable_dp_attention=True, extra_args={"dp_size": 2}), 2, None),  # DP attention: dp within tp
+])
+def test_gpu_counts(service, count, needle):
+    problems = gpu_compat.gpu_count_problems({"eagle3": service}, ["eagle3"], count, gpu_set)
+    if needle is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and needle in problems[0] and problems[0].startswith("sglang_services_eagle3:")
+
+
+def test_only_active_services_are_counted():
+    assert gpu_compat.gpu_count_problems({"dflash": settings(tp_size=16)}, ["eagle3"], 8, gpu_set) == []
+
+
+# ---- attention backends ----
+
+def backends(name="autoregressive", ccs=("12.0",), **over):
+    return gpu_compat.backend_problems({name: settings(**over)}, [name], list(ccs))
+
+
+@pytest.mark.parametrize("backend,cc,ok", [
+    ("fa3", "12.0", False), ("fa3", "10.3", False), ("fa3", "9.0", True),
+    ("cutlass_mla", "12.0", False), ("cutlass_mla", "10.3", True),
+    ("flashmla", "12.0", False), ("flashmla", "9.0", True),
+    ("cutedsl_mla", "12.0", False), ("cutedsl_mla", "10.3", True),
+    ("trtllm_mla", "12.0", True), ("trtllm_mla", "10.3", True), ("trtllm_mla", "9.0", False),   # SGLang 0.5.23: SM100/SM12x
+    ("trtllm_mha", "12.0", True), ("trtllm_mha", "9.0", True), ("trtllm_mha", "8.9", False),
+    ("aiter", "12.0", False), ("flashinfer", "12.0", True), ("triton", "10.3", True), ("some_new_backend", "12.0", True),
+])
+def test_backend_table(backend, cc, ok):
+    problems = backends(ccs=[cc], attention_backend=backend)
+    assert (problems == []) is ok
+    if not ok:
+        assert "attention_backend %s cannot run on compute capability %s" % (backend, cc) in problems[0]
+        assert "Use one of: " in problems[0] and "flashinfer" in problems[0].split("Use one of: ")[1]
+        assert gpu_compat.ATTENTION_BACKENDS[backend][2] in problems[0]  # the row's source
+
+
+def test_alternatives_are_those_that_run_on_every_gpu():
+    [problem] = backends(ccs=["12.0"], attention_backend="fa3")
+    offered = problem.split("Use one of: ")[1].split(", or override")[0].split(", ")
+    assert offered == ["flashinfer", "triton", "trtllm_mha", "trtllm_mla"]
+
+
+def test_prefill_and_decode_backends_are_checked_too():
+    [problem] = backends(ccs=["12.0"], extra_args={"decode-attention-backend": "cutlass_mla"})
+    assert "extra_args decode-attention-backend cutlass_mla cannot run" in problem
+
+
+def test_eagle3_draft_inherits_an_mla_only_backend():
+    [problem] = backends("eagle3", ccs=["10.3"], attention_backend="trtllm_mla")
+    assert "EAGLE-3 draft" in problem and "speculative-draft-attention-backend" in problem
+    assert "trtllm_mla" not in problem.split("one of: ")[1]  # only backends a Llama-style draft can use
+    assert backends("eagle3", ccs=["10.3"], attention_backend="trtllm_mla",
+                    extra_args={"speculative-draft-attention-backend": "trtllm_mha"}) == []
+    [problem] = backends("eagle3", ccs=["10.3"], attention_backend="trtllm_mla",
+                         extra_args={"speculative_draft_attention_backend": "fa3"})
+    assert "extra_args speculative-draft-attention-backend fa3 cannot run on compute capability 10.3" in problem
+    assert backends("autoregressive", ccs=["10.3"], attention_backend="trtllm_mla") == []  # no draft
+
+
+def test_override_per_service():
+    assert backends(ccs=["12.0"], attention_backend="fa3", attention_backend_support={"fa3": ["12.0"]}) == []
+    [problem] = backends(ccs=["12.0"], attention_backend="trtllm_mla", attention_backend_support={"trtllm_mla": ["10.0", "10.3"]})
+    assert "cannot run on compute capability 12.0" in problem
+    [problem] = backends(attention_backend_support={"fa9": ["12.0"]})
+    assert "unknown backend 'fa9'" in problem
+    [problem] = backends(attention_backend_support={"fa3": "twelve"})
+    assert "must list compute capabilities" in problem
+    [problem] = backends(attention_backend_support=["fa3"])
+    assert "must be a dict" in problem
+
+
+def test_no_gpus_and_no_archs_checks_nothing():
+    assert backends(ccs=[], attention_backend="fa3") == []
+
+
+# ---- NCCL P2P ----
+
+OK, FAIL, HANG = {"ok": True}, {"ok": False, "error": "unhandled cuda error"}, {"ok": False, "error": "no answer within 300 s (a hang)"}
+
+
+@pytest.mark.parametrize("mode,with_p2p,without_p2p,disable,failed", [
+    ("auto", OK, None, False, False),
+    ("auto", HANG, OK, True, False),
+    ("auto", FAIL, OK, True, False),
+    ("auto", FAIL, FAIL, False, True),
+    ("on", OK, None, False, False),
+    ("on", HANG, None, False, True),
+    ("off", None, OK, True, False),
+    ("off", None, FAIL, True, True),
+])
+def test_nccl_p2p_outcome(mode, with_p2p, without_p2p, disable, failed):
+    got_disable, got_failed, message = gpu_compat.nccl_p2p_outcome(mode, with_p2p, without_p2p)
+    assert (got_disable, got_failed) == (disable, failed)
+    if failed:
+        assert "failed" in message and (with_p2p or without_p2p)["error"] in message
+    if mode == "auto" and disable:
+        assert "NCCL_P2P_DISABLE=1" in message and "IOMMU" in message
+
+
+@pytest.mark.parametrize("mode,bad", [("auto", False), ("on", False), ("off", False), ("yes", True), (True, True)])
+def test_nccl_p2p_mode(mode, bad):
+    assert (gpu_compat.nccl_p2p_problem(mode) is not None) is bad

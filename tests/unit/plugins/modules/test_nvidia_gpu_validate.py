@@ -1,0 +1,184 @@
+"""nvidia_gpu_validate end to end: main() with a fake nvcc and a fake venv python (CI has no GPU;
+the real probes ran on H200 machines, tests/gpu/README.md). What runs for real here: the module's
+argument checks, the environment it builds from env files, the process handling (timeouts kill a
+hanging all-reduce), the P2P retry and decision, the result and its failure message."""
+
+import json
+import os
+import stat
+import sys
+
+import module_runner
+from ansible_collections.blackwell.sglang.plugins.modules import nvidia_gpu_validate
+
+HERE = os.path.dirname(__file__)
+
+# Stands in for nvcc: records its arguments, "builds" a program that answers like the real kernel
+# probe on the GPU in CUDA_VISIBLE_DEVICES (a failure for GPUs listed in FAKE_KERNEL_FAIL).
+FAKE_NVCC = """#!/bin/sh
+echo "$*" >> "{log}"
+out=""
+while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done
+[ -n "$FAKE_NVCC_FAIL" ] && {{ echo "nvcc fatal   : Unsupported gpu architecture 'compute_999'" >&2; exit 1; }}
+cat > "$out" <<'PROG'
+#!/bin/sh
+case ",$FAKE_KERNEL_FAIL," in
+  *",$CUDA_VISIBLE_DEVICES,"*)
+    echo '{{"ok": false, "step": "kernel launch", "error": "cudaErrorNoKernelImageForDevice: no kernel image is available for execution on the device"}}'
+    exit 1 ;;
+esac
+echo '{{"ok": true, "compute_capability": "9.0", "driver_api": 13000, "runtime_api": 13000}}'
+PROG
+chmod +x "$out"
+"""
+
+
+def executable(path, text):
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+class Node:
+    """A fake node: nvcc, the venv's python, and an env file as the flashinfer role writes it."""
+
+    def __init__(self, tmp_path, monkeypatch, **fake):
+        # The services' env settings reach the module through the task's `environment` keyword (its
+        # process environment); the fakes read FAKE_* from there.
+        monkeypatch.setenv("FAKE_LOG", str(tmp_path / "probes.log"))
+        monkeypatch.setenv("HF_TOKEN", "hf_secret")
+        for key, value in fake.items():
+            monkeypatch.setenv("FAKE_" + key.upper(), value)
+        self.nvcc_log, self.probe_log = tmp_path / "nvcc.log", tmp_path / "probes.log"
+        cuda = tmp_path / "cuda" / "bin"
+        cuda.mkdir(parents=True)
+        executable(cuda / "nvcc", FAKE_NVCC.format(log=self.nvcc_log))
+        self.python = executable(tmp_path / "python", "#!/bin/sh\nexec %s %s \"$@\"\n"
+                                 % (sys.executable, os.path.join(HERE, "fake_gpu_probe.py")))
+        self.env_file = tmp_path / "flashinfer.env"
+        self.env_file.write_text("CUDA_HOME=%s\nFLASHINFER_CUDA_ARCH_LIST=9.0a\n" % cuda.parent)
+
+    def args(self, **over):
+        args = {"gpus": [0, 1], "services": {"eagle3": []}, "targets": ["9.0a"], "flashinfer_modules": ["sampling"],
+                "env_file": [str(self.env_file)], "python": self.python, "timeout": 20}
+        args.update(over)
+        return args
+
+    def probes(self):
+        return [json.loads(line) for line in self.probe_log.read_text().splitlines()] if self.probe_log.exists() else []
+
+
+def run(capsys, args, check_mode=False):
+    return module_runner.run_module(nvidia_gpu_validate.main, capsys, args, check_mode)
+
+
+def test_a_good_node_passes(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    result = run(capsys, node.args())
+    assert result["_rc"] == 0 and result["status"] == "passed" and result["changed"] is False
+    # nvcc built device code for the target (as FlashInfer builds it) from the env file's CUDA_HOME.
+    assert "-gencode=arch=compute_90a,code=sm_90a" in node.nvcc_log.read_text()
+    assert result["kernel"]["flags"] == ["-gencode=arch=compute_90a,code=sm_90a"]
+    assert [(g["index"], g["ok"], g["runtime_api"]) for g in result["kernel"]["gpus"]] == [(0, True, 13000), (1, True, 13000)]
+    assert result["flashinfer"]["loaded"] == ["sampling"]
+    assert [(g["index"], g["sampled"]) for g in result["flashinfer"]["gpus"]] == [(0, True), (1, True)]
+    [nccl] = result["nccl"]
+    assert (nccl["devices"], nccl["services"], nccl["ok"], nccl["p2p"], nccl["busbw_gbps"]) == ([0, 1], ["eagle3"], True, True, 21.5)
+    assert result["nccl_p2p_disable_services"] == [] and result["nccl_p2p_tested"] == ["eagle3"]
+    assert "all-reduce 0,1 21.5 GB/s" in result["summary"] and "kernel 9.0a ran on 0,1" in result["summary"]
+    # One process per rank, on the service's GPUs, NVLink multicast off, P2P allowed.
+    ranks = [p for p in node.probes() if p["probe"] == "allreduce"]
+    assert sorted(p["rank"] for p in ranks) == ["0", "1"]
+    assert {(p["devices"], p["nvls"], p["p2p_disable"]) for p in ranks} == {("0,1", "0", None)}
+    assert "hf_secret" not in json.dumps(result)
+
+
+def test_without_gpus_or_in_check_mode_nothing_runs(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    result = run(capsys, node.args(gpus=[]))
+    assert (result["_rc"], result["status"], result["reason"]) == (0, "skipped", "no GPUs (nvidia-smi found none)")
+    result = run(capsys, node.args(), check_mode=True)
+    assert (result["status"], result["reason"]) == ("skipped", "check mode: nothing runs on the GPUs")
+    assert not node.nvcc_log.exists() and node.probes() == []
+
+
+def test_auto_retries_a_hanging_all_reduce_without_p2p(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="hang")
+    result = run(capsys, node.args(timeout=3))
+    assert result["_rc"] == 0 and result["status"] == "passed"
+    [nccl] = result["nccl"]
+    assert [(a["p2p_disabled"], a["ok"]) for a in nccl["attempts"]] == [(False, False), (True, True)]
+    assert "no answer within 3 s (a hang" in nccl["attempts"][0]["error"]
+    assert nccl["attempts"][0]["seconds"] < 10  # killed, not waited for
+    assert result["nccl_p2p_disable_services"] == ["eagle3"] and nccl["p2p"] is False
+    assert "(NCCL_P2P_DISABLE=1)" in result["summary"]
+    assert "passed with NCCL_P2P_DISABLE=1, which is now in the service" in json.dumps(result["warnings"])
+
+
+def test_on_fails_when_p2p_fails(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail")
+    result = run(capsys, node.args(nccl_p2p="on"))
+    assert result["_rc"] == 1 and result["status"] == "failed"
+    assert "NCCL all-reduce on GPUs 0,1: NCCL all-reduce failed with P2P: DistBackendError" in result["msg"]
+    assert len(result["nccl"][0]["attempts"]) == 1  # no retry
+
+
+def test_off_runs_without_p2p_only(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail")
+    result = run(capsys, node.args(nccl_p2p="off"))
+    assert result["status"] == "passed" and result["nccl_p2p_disable_services"] == ["eagle3"]
+    assert {p["p2p_disable"] for p in node.probes() if p["probe"] == "allreduce"} == {"1"}
+
+
+def test_auto_fails_when_both_fail(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail", no_p2p="fail")
+    result = run(capsys, node.args())
+    assert result["_rc"] == 1
+    assert "failed with P2P (DistBackendError" in result["msg"] and "and with NCCL_P2P_DISABLE=1" in result["msg"]
+
+
+def test_a_target_the_gpu_cannot_run_fails_naming_the_gpu(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, kernel_fail="1")
+    result = run(capsys, node.args(targets=["10.0a"]))
+    assert result["_rc"] == 1
+    assert ("kernel on GPU 1 (targets 10.0a): cudaErrorNoKernelImageForDevice: no kernel image is available"
+            in result["msg"])
+    assert [g["ok"] for g in result["kernel"]["gpus"]] == [True, False]
+
+
+def test_a_module_not_pre_warmed_fails(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, flashinfer="fail")
+    result = run(capsys, node.args())
+    assert result["_rc"] == 1 and "FlashInfer: RuntimeError: JIT module sampling is not pre-warmed" in result["msg"]
+
+
+def test_nvcc_failure_is_reported(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, nvcc_fail="1")
+    result = run(capsys, node.args())
+    assert result["_rc"] == 1 and "nvcc could not build the kernel for 9.0a" in result["msg"]
+    assert "Unsupported gpu architecture" in result["msg"]
+
+
+def test_one_gpu_services_and_sets(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail")
+    result = run(capsys, node.args(gpus=[0, 1, 2], services={"eagle3": [0, 1], "dflash": [2]}))
+    # {0,1}: P2P failed, retried without; {2}: one GPU, run once as configured, P2P not decided.
+    assert [(n["devices"], n["services"], n["ok"], n["tested"]) for n in result["nccl"]] == [
+        ([0, 1], ["eagle3"], True, True), ([2], ["dflash"], True, False)]
+    assert result["nccl_p2p_disable_services"] == ["eagle3"] and result["nccl_p2p_tested"] == ["eagle3"]
+    assert [g["index"] for g in result["kernel"]["gpus"]] == [0, 1, 2]
+
+
+def test_bad_input(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    assert "timeout must be > 0, got 0" in run(capsys, node.args(timeout=0))["msg"]
+    assert "allreduce_mib must be > 0" in run(capsys, node.args(allreduce_mib=-1))["msg"]
+    result = run(capsys, node.args(nccl_p2p="maybe"))
+    assert result["_rc"] == 1 and "nccl_p2p" in result["msg"]
+    result = run(capsys, node.args(env_file=[str(tmp_path / "missing.env")]))
+    assert "cannot read env_file %s" % (tmp_path / "missing.env") in result["msg"]
+    result = run(capsys, node.args(services={"eagle3": [0, 7]}))
+    assert "service eagle3 uses GPU 7, which this host does not have (GPUs 0,1)" in result["msg"]
+    result = run(capsys, node.args(targets=["twelve"]))
+    assert result["_rc"] == 1 and "targets:" in result["msg"]
+    assert node.probes() == []  # nothing ran on the GPUs for any of them
