@@ -3,8 +3,9 @@
 #   ./scripts/test.sh                        everything: lint, sanity, unit tests, build check, every Molecule scenario
 #   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
 #   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
-#   BSG_BESIDE="" ./scripts/test.sh             run every scenario in turn (default: apt, fleet and
-#                                               wheelhouse run in a second process beside default)
+#   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: the
+#                                               checks, apt, fleet and wheelhouse run in a second
+#                                               process beside default)
 # Each run leaves a timestamped log and JUnit files in .cache/test-times/; at the end
 # scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file)
 # against the budget in tests/ci-budget.yml.
@@ -13,7 +14,7 @@ quick=false
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=true ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -36,18 +37,22 @@ cd "$BSG_ROOT"
 # one that an older Molecule prerun left there (the scenarios now set prerun: false).
 rm -rf "$HOME/.ansible/collections/ansible_collections/blackwell/sglang"
 
-step "yamllint"
-yamllint -s .
-step "ansible-lint (profile production)"
-ansible-lint --offline
-step "antsibull-changelog lint"
-antsibull-changelog lint
-step "ansible-test sanity"
-scripts/sanity.sh
-step "unit tests"
-python -m pytest -q -p no:cacheprovider --junitxml="$times/unit.xml" tests/unit
-step "collection build + install + FQCN"
-scripts/check-build.sh
+# The checks that need no node. With a second lane (below) they run first in it, so that the
+# longest scenario (default) starts right after the bootstrap; otherwise first, here.
+checks() {
+  step "yamllint"
+  yamllint -s .
+  step "ansible-lint (profile production)"
+  ansible-lint --offline
+  step "antsibull-changelog lint"
+  antsibull-changelog lint
+  step "ansible-test sanity"
+  scripts/sanity.sh
+  step "unit tests"
+  python -m pytest -q -p no:cacheprovider --junitxml="$times/unit.xml" tests/unit
+  step "collection build + install + FQCN"
+  scripts/check-build.sh
+}
 
 if $quick; then
   scenarios="${SCENARIOS:-wheelhouse}"
@@ -59,8 +64,9 @@ run_scenario() {
   PYTEST_ADDOPTS="--junitxml=$times/molecule-$1.xml" molecule test -s "$1"
 }
 # The scenarios in BSG_BESIDE (default apt, fleet and wheelhouse) run one after the other in a
-# second process beside the rest (default): most of a scenario's wall time is Ansible's round trips
-# to the nodes, which leave a core idle (one core busy on average with one lane, measured). Their output goes to .cache/test-times/beside.log and is printed at the end.
+# second process beside the rest (default), after the checks: most of a scenario's wall time is
+# Ansible's round trips to the nodes, which leave a core idle (one core busy on average with one
+# lane, measured). Their output goes to .cache/test-times/beside.log and is printed at the end.
 beside="" main=""
 for scenario in $scenarios; do
   case " ${BSG_BESIDE-apt fleet wheelhouse} " in
@@ -72,9 +78,11 @@ if [ -z "$main" ]; then main="$beside" beside=""; fi
 if [ -n "$beside" ]; then
   (
     set -o pipefail
-    (set -e; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 | stamp > "$times/beside.log"
+    (set -e; checks; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 | stamp > "$times/beside.log"
   ) &
   beside_pid=$!
+else
+  checks
 fi
 failed=""
 for scenario in $main; do
@@ -85,7 +93,7 @@ if [ -n "$beside" ]; then
   wait "$beside_pid" || beside_rc=$?
   step "output of the scenarios run beside the others:$beside"
   cat "$times/beside.log"
-  [ "$beside_rc" -eq 0 ] || failed="$failed (one of$beside)"
+  [ "$beside_rc" -eq 0 ] || failed="$failed (the checks or one of$beside)"
 fi
 if [ -n "$failed" ]; then
   echo "test.sh: Molecule scenario $failed failed"

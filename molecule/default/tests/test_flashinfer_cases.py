@@ -9,6 +9,10 @@ GPUs" path sees none: its target set is empty, as it is on an sm120 host where t
 
 Cases C (0.7.2, CUDA 13.0 -> 12.0f, cache 120f, second run unchanged) and D (B300 -> 10.3a) are
 this scenario's own converge + idempotence (test_flashinfer.py, test_b300.py on its B300 node).
+
+Stand-in: the borrowed torch is built for CUDA 13.0; beside the CUDA 12.8 home it stands in for the
+cu128 torch such a venv would have, so cases A and F turn the role's torch/toolkit check off
+(flashinfer_check_torch_cuda: false). Case T is A with the check on: the role refuses the pair.
 """
 
 import json
@@ -78,6 +82,7 @@ def recap(out, case):
 # What the two cases that must fail own on the node (tests/fingerprint.sh of these paths).
 FAILING = {
     "F": [BASE + "/env/F.env", BASE + "/ws-F"],
+    "T": [BASE + "/env/T.env", BASE + "/ws-T"],
     "P": [venv("0.3.0"), BASE + "/env/P.env", BASE + "/ws-P"],
 }
 
@@ -89,9 +94,10 @@ def first_round(host, releases):
     before = {case: fingerprint(host, *paths) for case, paths in FAILING.items()}
     out, proven = run_cases(
         host,
-        A=settings("A", "0.6.7", CUDA_128, ["12.0"]),
+        A=settings("A", "0.6.7", CUDA_128, ["12.0"], flashinfer_check_torch_cuda=False),
         E=settings("E", "0.4.0", CUDA_130, ["12.0"]),
-        F=settings("F", "0.6.7", CUDA_128, ["10.3"]),
+        F=settings("F", "0.6.7", CUDA_128, ["10.3"], flashinfer_check_torch_cuda=False),
+        T=settings("T", "0.6.7", CUDA_128, ["12.0"]),
         P=settings("P", "0.3.0", CUDA_130, ["12.0"], flashinfer_patch=False),
     )
     return out, proven, {case: (before[case], fingerprint(host, *paths)) for case, paths in FAILING.items()}
@@ -176,6 +182,17 @@ def test_f_103_with_cuda_128_fails_before_anything_is_written(host, first_round)
     assert not host.file(BASE + "/env/F.env").exists
     assert not host.file(BASE + "/ws-F").exists
     assert_unchanged(*fingerprints["F"], what="case F's paths")
+
+
+# T. A's venv and toolkit with the torch check on: torch is built for CUDA 13.0, nvcc is 12.8, so
+#    FlashInfer's kernels would load into another CUDA runtime; refused before anything is written.
+def test_t_a_torch_of_another_cuda_major_is_refused_before_anything_is_written(host, first_round):
+    out, proven, fingerprints = first_round
+    assert recap(out, "T")["failed"] == 1, out
+    assert recap(out, "T")["changed"] == 0, out
+    assert "torch in the SGLang venv is built for CUDA 13.0 but the toolkit is 12.8" in out, out
+    assert proven["T"] is None and not host.file(BASE + "/env/T.env").exists
+    assert_unchanged(*fingerprints["T"], what="case T's paths")
 
 
 # Patch fallback: FlashInfer 0.3.0 asks torch for its targets and ignores FLASHINFER_CUDA_ARCH_LIST.
