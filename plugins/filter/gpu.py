@@ -6,7 +6,7 @@ modules, GPU counts, attention backends, NCCL P2P setting). Each returns a list 
 
 from __future__ import annotations
 
-from ansible_collections.blackwell.sglang.plugins.filter.sglang_services import gpu_set, sglang_services_active_list
+from ansible_collections.blackwell.sglang.plugins.filter.sglang_services import sglang_services_active_list
 from ansible_collections.blackwell.sglang.plugins.module_utils import gpu_compat
 
 
@@ -33,7 +33,7 @@ def gpu_backend_problems(settings_by_name, active, compute_capabilities, source=
 
 
 def gpu_count_problems(settings_by_name, active, gpu_count):
-    return gpu_compat.gpu_count_problems(settings_by_name, sglang_services_active_list(active), int(gpu_count), gpu_set)
+    return gpu_compat.gpu_count_problems(settings_by_name, sglang_services_active_list(active), int(gpu_count))
 
 
 def gpu_nccl_p2p_problems(mode):

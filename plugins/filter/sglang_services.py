@@ -10,7 +10,7 @@ import json
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import as_bool, bool_problem, managed_env_problem
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import SERVICES, unit_name
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import SERVICES, gpu_set, unit_name
 
 EAGLE3_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 # Flags the role renders from named settings; extra_args must not set them a second time.
@@ -92,22 +92,6 @@ def sglang_service_argv(settings, name):
 def sglang_services_argvs(settings_by_name):
     """{service: argv} for the three services."""
     return {name: sglang_service_argv(settings_by_name.get(name, {}), name) for name in SERVICES}
-
-
-def gpu_set(value):
-    """CUDA_VISIBLE_DEVICES setting -> list of ints in the order given (CUDA numbers the devices in
-    that order); [] means all GPUs. ValueError if bad."""
-    if value in (None, "", []):
-        return []
-    items = value if isinstance(value, list) else re.split(r"\s*,\s*", str(value).strip())
-    devices = []
-    for item in items:
-        if isinstance(item, bool) or not re.match(r"^\d+$", str(item).strip()):
-            raise ValueError("%r is not a GPU index" % (item,))
-        devices.append(int(str(item).strip()))
-    if len(set(devices)) != len(devices):
-        raise ValueError("%r names a GPU twice" % (value,))
-    return devices
 
 
 def _shares_gpus(left, right):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import InvalidVersion, Version
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import gpu_set
 
 DRIVER_TABLE_SOURCE = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#cuda-driver"
 # CUDA release notes, "CUDA Toolkit and Corresponding Driver Versions" (Linux x86_64; arm64-sbsa uses
@@ -225,8 +226,7 @@ def _runs_on(backend, cc, support):
 
 def _alternatives(ccs, support):
     names = sorted(set(ATTENTION_BACKENDS) | set(PORTABLE_BACKENDS) | set(support))
-    good = [name for name in names if all(_runs_on(name, cc, support) for cc in ccs)]
-    return ", ".join(good) or "none known"
+    return [name for name in names if all(_runs_on(name, cc, support) for cc in ccs)]
 
 
 def backend_problems(settings_by_name, active, compute_capabilities, source="the host's GPUs"):
@@ -256,15 +256,15 @@ def backend_problems(settings_by_name, active, compute_capabilities, source="the
                 problems.append("%s: %s %s cannot run on compute capability %s (%s; %s). Use one of: %s, or "
                                 "override the table with attention_backend_support"
                                 % (where, label, backend, ", ".join(cannot), source, row[2] if row else "override",
-                                   _alternatives(ccs, support)))
+                                   ", ".join(_alternatives(ccs, support)) or "none known"))
         target = settings.get("attention_backend")
         row = ATTENTION_BACKENDS.get(str(target)) if target else None
         if name == "eagle3" and not draft and row and row[1]:
             problems.append("%s: attention_backend %s is for MLA models only, and the EAGLE-3 draft (a Llama-style "
                             "model) inherits it; set extra_args %s to one of: %s"
                             % (where, target, DRAFT_BACKEND_FLAG,
-                               ", ".join(b for b in _alternatives(ccs, support).split(", ")
-                                         if not (ATTENTION_BACKENDS.get(b) or ((), False))[1])))
+                               ", ".join(b for b in _alternatives(ccs, support)
+                                         if not (ATTENTION_BACKENDS.get(b) or ((), False))[1]) or "none known"))
     return problems
 
 
@@ -275,10 +275,9 @@ def _int(value, default=1):
         return default
 
 
-def gpu_count_problems(settings_by_name, active, gpu_count, gpu_set):
+def gpu_count_problems(settings_by_name, active, gpu_count):
     """Each active service needs tp_size x pp_size GPUs (x dp-size without DP attention) among its
-    cuda_visible_devices (all of the host's when empty), and those must exist. `gpu_set` parses
-    cuda_visible_devices (the sglang_services filter's)."""
+    cuda_visible_devices (all of the host's when empty), and those must exist."""
     problems = []
     for name in active:
         settings = settings_by_name.get(name) or {}

@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.filter.sglang_services import gpu_set
 from ansible_collections.blackwell.sglang.plugins.module_utils import gpu_compat
 from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import parse_nvrm_version
 
@@ -118,7 +117,7 @@ def settings(**over):
     (settings(tp_size=2, enable_dp_attention=True, extra_args={"dp_size": 2}), 2, None),  # DP attention: dp within tp
 ])
 def test_gpu_counts(service, count, needle):
-    problems = gpu_compat.gpu_count_problems({"eagle3": service}, ["eagle3"], count, gpu_set)
+    problems = gpu_compat.gpu_count_problems({"eagle3": service}, ["eagle3"], count)
     if needle is None:
         assert problems == []
     else:
@@ -126,7 +125,7 @@ def test_gpu_counts(service, count, needle):
 
 
 def test_only_active_services_are_counted():
-    assert gpu_compat.gpu_count_problems({"dflash": settings(tp_size=16)}, ["eagle3"], 8, gpu_set) == []
+    assert gpu_compat.gpu_count_problems({"dflash": settings(tp_size=16)}, ["eagle3"], 8) == []
 
 
 # ---- attention backends ----
