@@ -49,6 +49,17 @@ options:
       - Pack the workspace into this tar.gz (written atomically, mode C(0644)). Left as it is when its
         manifest already lists the same key and files.
     type: path
+  stamp:
+    description:
+      - A verification stamp file (JSON) for an inspection (neither O(src) nor O(dest)). When its
+        fingerprint equals the one computed now, the key and the modules recorded there are returned
+        without importing FlashInfer (RV(verified) is C(unchanged)); otherwise the workspace is
+        inspected in full and the stamp replaced (never in check mode).
+      - "The fingerprint, by content (C(module_utils/verified.py)): the venv's C(*.dist-info/RECORD)
+        files and the stat of every file they list, of every file under C(CUDA_HOME) and under
+        O(workspace_base), the environment after O(env_file) (without sudo's and ssh's
+        per-connection variables) and this collection's code that computes the key."
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - blackwell.sglang.flashinfer_env
@@ -143,6 +154,16 @@ warmable:
   type: list
   elements: str
   sample: [sampling, topk]
+verified:
+  description: C(checked) when the workspace was inspected in full, C(unchanged) when O(stamp) proved it unchanged.
+  returned: when stamp is given and neither src nor dest
+  type: str
+  sample: unchanged
+verified_at:
+  description: When the inspection that the stamp records ran (UTC, ISO 8601).
+  returned: when verified is unchanged
+  type: str
+  sample: "2026-12-02T17:40:12Z"
 seeded:
   description: Modules moved in from O(src) and proven up to date by ninja (would be, in check mode).
   returned: when src is given
@@ -202,6 +223,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import kernel_cache as kc  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils import verified  # noqa: E402
 
 
 def warmable(names):
@@ -236,6 +258,16 @@ def run(module):
     params = module.params
     workspace = os.path.abspath(params["workspace_base"])
     fj.prepare_environment(params["env_file"], workspace)
+    if params["stamp"] and not params["src"] and not params["dest"]:  # an inspection: reads only
+        return verified.run(params["stamp"], lambda: verified.jit_inputs(
+            check="inspect", workspace=workspace, code=(fj, kc, verified, sys.modules[__name__])),
+            lambda: inspect(module, workspace), check_mode=module.check_mode, warn=module.warn)
+    return inspect(module, workspace)
+
+
+def inspect(module, workspace):
+    """The key and the workspace's modules; with src, seed; with dest, pack."""
+    params = module.params
     cache = fj.FlashInferCache()
     key = host_key(cache, workspace)
     before = kc.whole_modules(cache.jit_dir)
@@ -271,6 +303,7 @@ def main():
             src=dict(type="path"),
             checksum=dict(type="str"),
             dest=dict(type="path"),
+            stamp=dict(type="path"),
         ),
         required_together=[("src", "checksum")],
         supports_check_mode=True,

@@ -61,6 +61,22 @@ options:
         module fails unless FlashInfer's own target-arch set equals it.
     type: list
     elements: str
+  stamp:
+    description:
+      - A verification stamp file (JSON) for O(state=present). When its fingerprint equals the one
+        computed now, the module returns the result recorded there without importing FlashInfer
+        (RV(verified) is C(unchanged)); otherwise it checks in full and, when that passes, replaces
+        the stamp (never in check mode).
+      - "The fingerprint, by content (C(module_utils/verified.py)): the venv's C(*.dist-info/RECORD)
+        files and the stat (size, mtime, ctime, inode, mode, owner) of every file they list, the stat
+        of every file under C(CUDA_HOME) and, unless O(modules) is empty (a probe), under
+        C(FLASHINFER_WORKSPACE_BASE), the environment after O(env_file) (without sudo's and ssh's
+        per-connection variables; a probe without C(FLASHINFER_WORKSPACE_BASE)), O(state),
+        O(modules), O(expected_archs), O(scope) and this collection's code that runs the check.
+        Writing a file always changes its ctime, so an edited FlashInfer file is always checked
+        again."
+      - Ignored with O(state=absent) and O(state=rebuilt), which always run.
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - blackwell.sglang.flashinfer_env
@@ -166,13 +182,27 @@ removed:
   type: list
   elements: str
 seconds:
-  description: Wall time per module, in seconds (build or up-to-date check).
+  description: Wall time per module, in seconds (build or up-to-date check); empty when RV(verified) is C(unchanged).
   returned: always
   type: dict
   sample: {sampling: 112.4}
+verified:
+  description:
+    - C(checked) when the check ran in full, C(unchanged) when O(stamp) proved its inputs unchanged
+      since the run recorded at RV(verified_at) (then RV(built) is empty and the modules that run
+      built or found up to date are in RV(skipped_modules)).
+  returned: when stamp is given and state is present
+  type: str
+  sample: unchanged
+verified_at:
+  description: When the full check that the stamp records passed (UTC, ISO 8601).
+  returned: when verified is unchanged
+  type: str
+  sample: "2026-12-02T17:40:12Z"
 """
 
 import os
+import pathlib
 import sys
 
 # Run as a plain script (python3 .../flashinfer_jit_cache.py args.json), Python puts this file's
@@ -183,17 +213,52 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils import verified  # noqa: E402
+
+
+def workspace():
+    """FlashInfer's workspace base (flashinfer/jit/env.py: FLASHINFER_WORKSPACE_BASE, else the home)."""
+    return os.environ.get("FLASHINFER_WORKSPACE_BASE") or str(pathlib.Path.home())
+
+
+def inputs(params):
+    """What the check's answer depends on (module_utils/verified.py), read after prepare_environment().
+    MAX_JOBS changes how fast a build runs, not what it builds; a probe reads no workspace."""
+    probe = params["modules"] == []
+    return verified.jit_inputs(
+        check={name: params[name] for name in ("state", "modules", "expected_archs", "scope")},
+        workspace=None if probe else workspace(), code=(fj, verified, sys.modules[__name__]),
+        drop=("MAX_JOBS",) + (("FLASHINFER_WORKSPACE_BASE",) if probe else ()),
+    )
+
+
+def steady(result):
+    """What a run that finds nothing changed returns: every module up to date, nothing done. The
+    cache dir is kept relative to the workspace (a probe's scratch workspace is new on every run)."""
+    kept = {name: value for name, value in result.items() if name not in ("before", "after", "cache_dir")}
+    kept.update(built=[], skipped_modules=sorted(set(result["built"]) | set(result["skipped_modules"])),
+                repaired=[], removed=[], seconds={},
+                cache_dir_in_workspace=os.path.relpath(result["cache_dir"], workspace()))
+    return kept
 
 
 def run(module):
     """The shared run (module_utils/flashinfer_jit.ensure, also the units' ExecStartPre=) as a module."""
     params = module.params
     fj.prepare_environment(params["env_file"], params["workspace_base"], params["jobs"])
-    result = fj.ensure(
-        state=params["state"], modules=params["modules"], expected_archs=params["expected_archs"],
-        scope=params["scope"], check_mode=module.check_mode, check_targets=True,
-    )
-    before, after = result.pop("before"), result.pop("after")
+
+    def check():
+        return fj.ensure(
+            state=params["state"], modules=params["modules"], expected_archs=params["expected_archs"],
+            scope=params["scope"], check_mode=module.check_mode, check_targets=True,
+        )
+
+    stamp = params["stamp"] if params["state"] == "present" else None
+    result = verified.run(stamp, lambda: inputs(params), check, steady=steady, check_mode=module.check_mode, warn=module.warn)
+    before, after = result.pop("before", None), result.pop("after", None)
+    if result.get("verified") == "unchanged":  # from the stamp: proven, not listed again
+        result["cache_dir"] = os.path.join(workspace(), result.pop("cache_dir_in_workspace"))
+        before = after = sorted(result["skipped_modules"])
     if module._diff:
         result["diff"] = {
             "before": {"cache_dir": result["cache_dir"], "modules": before},
@@ -212,6 +277,7 @@ def main():
             jobs=dict(type="int"),
             scope=dict(type="str", default="version", choices=["version", "all"]),
             expected_archs=dict(type="list", elements="str"),
+            stamp=dict(type="path"),
         ),
         supports_check_mode=True,
     )

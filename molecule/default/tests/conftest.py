@@ -137,11 +137,23 @@ class CaseResult:
         return "CaseResult(failed=%s, changed=%s, text=%r)" % (self.failed, self.changed, self.text[-2000:])
 
 
+def ssh_login(node):
+    """How the scenario reaches `node` (host_vars/molecule-node.yml, with its paths resolved): SSH as
+    root through `podman exec <node> sshd -i`, the key prepare.yml made."""
+    ssh = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "ssh")
+    return {
+        "ansible_connection": "ansible.builtin.ssh", "ansible_user": "root", "ansible_host": node,
+        "ansible_ssh_private_key_file": os.path.join(ssh, "id_ed25519"),
+        "ansible_ssh_common_args": '-o ProxyCommand="podman exec -i %%h /usr/sbin/sshd -i" -o UserKnownHostsFile=%s '
+                                   "-o StrictHostKeyChecking=accept-new" % os.path.join(ssh, "known_hosts"),
+    }
+
+
 def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro6000"), extra_args=()):
     """Run `playbook` once for many independent cases, in parallel.
 
     Each case (name -> host vars, e.g. {"bsg_role": ..., "cuda_toolkit_version": "13.0"}) becomes an
-    inventory host that reaches `node` through the same podman connection, in the node's groups (so
+    inventory host that reaches `node` over SSH as the scenario does (ssh_login), in the node's groups (so
     the lab's group_vars apply, and a case's own vars override them as -e did per run before). One
     ansible-playbook run with Ansible's JSON callback (plus `extra_args`, e.g. ["--check"]); returns
     {name: CaseResult}.
@@ -150,10 +162,14 @@ def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro60
         node_vars = yaml.safe_load(handle)["all"]["hosts"][node]
     connection = {key: value for key, value in node_vars.items() if key.startswith("ansible_")}
     connection.setdefault("ansible_host", node)
+    connection.update(ssh_login(node))
     hosts = {"case-%s" % name: dict(connection, **values) for name, values in cases.items()}
     inventory = {"all": {"children": {group: {"hosts": {host: None for host in hosts}} for group in groups}},
                  "case_hosts": {"hosts": hosts}}
     with tempfile.TemporaryDirectory() as tmp:
+        # One SSH connection per case host: sshd refuses more than MaxSessions (10) on one shared one.
+        for index, host in enumerate(hosts.values()):
+            host["ansible_control_path"] = os.path.join(tmp, "cp%d" % index)
         path = os.path.join(tmp, "cases.yml")
         with open(path, "w") as handle:
             yaml.safe_dump(inventory, handle)

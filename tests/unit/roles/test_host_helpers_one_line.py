@@ -2,8 +2,9 @@
 
 Each runs as the role runs it (a fresh interpreter or /bin/sh, its argument as the task passes it);
 every case asserts the exact stderr, that it holds no "Traceback", and the exit status. The helpers:
-roles/sglang_venv/files/host_python.py and venv_facts.py (ansible.builtin.script), roles/sglang_services/
-files/validate_args.py (ansible.builtin.script) and verify-unit.sh (the unit template's validate:).
+roles/sglang_venv/files/host_python.py and venv_facts.py (ansible.builtin.script) and roles/sglang_services/
+files/verify-unit.sh (the unit template's validate:). SGLang's argument parse is a module now
+(sglang_server_args; tests/unit/plugins/modules/test_sglang_server_args.py).
 roles/flashinfer/files/flashinfer_arch_shim.py has its own file (test_flashinfer_arch_shim.py).
 """
 
@@ -17,7 +18,6 @@ import pytest
 ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles")
 HOST_PYTHON = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "host_python.py"))
 VENV_FACTS = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "venv_facts.py"))
-VALIDATE_ARGS = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "validate_args.py"))
 VERIFY_UNIT = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "verify-unit.sh"))
 
 
@@ -108,48 +108,6 @@ def test_venv_facts_fails_in_one_line(tmp_path, case, rc, err):
 ])
 def test_venv_facts_what_it_did_not_expect_is_one_line_too(patch, err):
     assert run_script_patched(VENV_FACTS, patch) == (1, "", err.format(prefix=sys.prefix, fix=venv_fix()))
-
-
-# ---- validate_args.py (sglang_services: SGLang's own parser on the units' arguments) ---------------
-
-USAGE = "usage: validate_args.py '{\"<service>\": [\"--flag\", \"value\", ...], ...}' (the sglang_services role passes it)"
-SGLANG_SERVER_ARGS = '''
-class ServerArgs:
-    @staticmethod
-    def add_cli_args(parser):
-        %s
-'''
-
-
-@pytest.mark.parametrize("args, server_args, rc, err", [
-    ([], None, 2, "validate_args.py: expected one JSON argument, got 0; " + USAGE + "\n"),
-    (["{}", "{}"], None, 2, "validate_args.py: expected one JSON argument, got 2; " + USAGE + "\n"),
-    (["{'eagle3': []}"], None, 2, "validate_args.py: the argument is not JSON (Expecting property name enclosed in double "
-                                  "quotes: line 1 column 2 (char 1)); " + USAGE + "\n"),
-    (['["--port", "1"]'], None, 2, "validate_args.py: the argument must be a JSON object of service name -> list of "
-                                   "strings; " + USAGE + "\n"),
-    (['{"eagle3": "--port 1"}'], None, 2, "validate_args.py: the argument must be a JSON object of service name -> list "
-                                          "of strings; " + USAGE + "\n"),
-    (['{"eagle3": []}'], "raise OSError('libcudart.so.13: cannot open shared object file')", 1,
-     "cannot import SGLang's server arguments (OSError: libcudart.so.13: cannot open shared object file): reinstall the "
-     "venv (re-run site.yml)\n"),
-    (['{"eagle3": []}'], "raise RuntimeError('CUDA\\ninitialization failed')", 1,
-     "cannot import SGLang's server arguments (RuntimeError: CUDA initialization failed): reinstall the venv "
-     "(re-run site.yml)\n"),
-    (['{"eagle3": []}'], SGLANG_SERVER_ARGS % "raise KeyError('port')", 1, "validate_args.py: unexpected KeyError: 'port'\n"),
-    (['{"eagle3": ["--port", "1"]}'], SGLANG_SERVER_ARGS % 'parser.add_argument("--port", type=int)', 0, ""),
-])
-def test_validate_args_fails_in_one_line(tmp_path, args, server_args, rc, err):
-    (tmp_path / "sglang" / "srt").mkdir(parents=True)
-    (tmp_path / "sglang" / "__init__.py").write_text('__version__ = "0.5.23"\n')
-    (tmp_path / "sglang" / "srt" / "__init__.py").write_text("")
-    (tmp_path / "sglang" / "srt" / "server_args.py").write_text(server_args or "raise AssertionError('not reached')\n")
-    got = run([sys.executable, VALIDATE_ARGS] + args, env={"PYTHONPATH": str(tmp_path)})
-    assert got[0::2] == (rc, err)
-    if rc == 0:
-        assert json.loads(got[1]) == {"sglang": "0.5.23", "services": {"eagle3": 2}}
-    else:
-        assert got[1] == ""
 
 
 # ---- verify-unit.sh (sglang_services: the unit template's validate:) --------------------------------

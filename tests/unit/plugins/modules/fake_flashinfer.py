@@ -236,6 +236,10 @@ class FakeFlashInfer:
                 text.replace("@VERSION@", VERSION).replace("@LOG@", str(self.log))
                 .replace("@ELF64@", inspect.getsource(elf64))
             )
+        # Installed as a wheel leaves it: a RECORD listing its files (the verification stamp reads it).
+        record = self.site / ("flashinfer_python-%s.dist-info" % VERSION) / "RECORD"
+        record.parent.mkdir(parents=True)
+        record.write_text("".join("%s,,\n" % rel for rel in sorted(FAKE_FILES)) + "%s,,\n" % record.relative_to(self.site))
         self.base = tmp_path / "sglang-home"
         self.base.mkdir()
         self.cuda_home = tmp_path / "cuda"

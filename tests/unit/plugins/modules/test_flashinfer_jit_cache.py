@@ -729,3 +729,83 @@ def test_cuda_home_layout_os_error_mid_layout_is_one_line_with_what_was_done(tmp
     assert result["actions"][0] == "mkdir %s" % (tmp_path / "home" / "bin")
     assert "hardlink %s = %s" % (tmp_path / "home" / "bin" / "nvcc", comp / "bin" / "nvcc") in result["actions"]
     assert result["changed"] is True
+
+
+# ---- the verification stamp (module_utils/verified.py) -----------------------------------------
+
+def stamped(fake, capsys, stamp, **args):
+    """A run with `stamp`; the result and whether FlashInfer was imported (the check ran in full)."""
+    builds = len(fake.builds)
+    result = ok(fake.run(capsys, stamp=str(stamp), **dict({"modules": ["sampling"], "expected_archs": ["12.0f"]}, **args)))
+    ran = len(fake.builds) > builds or result["verified"] == "checked"
+    assert result["verified"] == ("checked" if ran else "unchanged")
+    return result, ran
+
+
+def test_a_stamp_spares_the_warm_check_while_nothing_changed(fake, capsys, tmp_path):
+    stamp = tmp_path / "venv" / ".verified" / "flashinfer-warm.json"
+    first, ran = stamped(fake, capsys, stamp)
+    assert ran and first["built"] == ["sampling"] and first["changed"] is True
+    second, ran = stamped(fake, capsys, stamp)
+    assert not ran
+    assert second["changed"] is False and second["built"] == [] and second["skipped_modules"] == ["sampling"]
+    assert second["seconds"] == {} and second["verified_at"]
+    assert second["cache_dir"] == first["cache_dir"] and second["archs"] == ["12.0f"]
+    assert second["nvcc"] == first["nvcc"]
+    assert len(fake.builds) == 1  # FlashInfer's build was not even asked
+
+
+@pytest.mark.parametrize("edit", ["flashinfer file", "flashinfer file, mtime put back", "env file", "cuda home",
+                                  "workspace", "arguments"])
+def test_anything_that_changed_is_checked_again(fake, capsys, tmp_path, edit):
+    stamp = tmp_path / "flashinfer-warm.json"
+    env_file = tmp_path / "flashinfer.env"
+    env_file.write_text("FLASHINFER_CUDA_ARCH_LIST=12.0f\n")
+    args = {"env_file": str(env_file)}
+    assert stamped(fake, capsys, stamp, **args)[1] is True
+    assert stamped(fake, capsys, stamp, **args)[1] is False
+    if edit.startswith("flashinfer file"):  # the seed outage: a fix in FlashInfer's files went missing
+        target = fake.site / "flashinfer" / "jit" / "env.py"
+        before = target.stat()
+        target.write_text(target.read_text() + "\n# edited by hand\n")
+        if "mtime" in edit:
+            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    elif edit == "env file":
+        env_file.write_text("FLASHINFER_CUDA_ARCH_LIST=12.0f\nFLASHINFER_EXTRA=1\n")
+    elif edit == "cuda home":
+        fake.set_nvcc("13.0")  # the same release, rewritten: another toolkit file
+    elif edit == "workspace":
+        fake.so().write_bytes(fake.so().read_bytes()[:100])  # a truncated .so
+    else:
+        args["scope"] = "all"  # another argument of the check
+    result, ran = stamped(fake, capsys, stamp, **args)
+    assert ran, edit
+    if edit == "workspace":
+        assert result["repaired"] and result["built"] == ["sampling"]
+    assert stamped(fake, capsys, stamp, **args)[1] is False  # recorded again once it passed
+
+
+def test_a_probe_stamp_ignores_the_scratch_workspace(fake, capsys, tmp_path):
+    stamp = tmp_path / "flashinfer-probe.json"
+    for run, scratch in enumerate(("scratch-1", "scratch-2")):
+        base = tmp_path / scratch
+        base.mkdir()
+        result, ran = stamped(fake, capsys, stamp, modules=[], workspace_base=str(base))
+        assert ran is (run == 0)
+        assert result["archs"] == ["12.0f"] and result["built"] == [] and result["skipped_modules"] == []
+        assert result["cache_dir"] == str(fake.jit_dir("120f", base))  # this run's workspace, not the recorded one
+
+
+def test_a_failed_check_is_never_recorded_and_check_mode_writes_nothing(fake, capsys, tmp_path):
+    stamp = tmp_path / "flashinfer-warm.json"
+    msg = failed(fake.run(capsys, modules=["sampling"], expected_archs=["10.3a"], stamp=str(stamp)))
+    assert "expected ['10.3a']" in msg and not stamp.exists()
+    result = ok(fake.run(capsys, check_mode=True, modules=["sampling"], stamp=str(stamp)))
+    assert result["verified"] == "checked" and not stamp.exists()
+
+
+def test_absent_and_rebuilt_always_run(fake, capsys, tmp_path):
+    stamp = tmp_path / "flashinfer-warm.json"
+    stamped(fake, capsys, stamp)
+    result = ok(fake.run(capsys, state="rebuilt", modules=["sampling"], stamp=str(stamp)))
+    assert result["built"] == ["sampling"] and result["removed"] and "verified" not in result

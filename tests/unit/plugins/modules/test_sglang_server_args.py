@@ -1,0 +1,265 @@
+"""The sglang_server_args module against a small fake `sglang` whose parser is built the way SGLang's
+is (ServerArgs.add_cli_args on an argparse parser; SpeculativeAlgorithm.from_string as sglang 0.5.23
+has it, sglang/srt/speculative/spec_info.py lines 49-65). The fake stands in for SGLang because SGLang
+and torch are not installed here; the real SGLang 0.5.23 runs the module in Molecule
+(test_sglang_services.py), where the algorithm error is SGLang's own. The fake is installed the way a
+wheel is (a *.dist-info/RECORD that lists its files), so the verification stamp sees it as it sees
+the real venv's packages."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_server_args
+from module_runner import run_module
+
+FAKE = {
+    "sglang/__init__.py": '__version__ = "0.5.23"\n',
+    "sglang/srt/__init__.py": "",
+    "sglang/srt/server_args.py": '''
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path", type=str)
+        parser.add_argument("--port", type=int, default=30000)
+        parser.add_argument("--attention-backend", choices=["flashinfer", "triton", "trtllm_mha"])
+        parser.add_argument("--speculative-algorithm", type=str)
+        parser.add_argument("--trust-remote-code", action="store_true")
+''',
+    "sglang/srt/speculative/__init__.py": "",
+    "sglang/srt/speculative/spec_info.py": '''
+from enum import Enum, auto
+
+
+_RESERVED_ALIASES = frozenset({"NEXTN"})  # sglang/srt/speculative/spec_registry.py line 183
+
+
+def _get_registered_spec(name):
+    return None  # no plugin registered an algorithm
+
+
+class SpeculativeAlgorithm(Enum):
+    DFLASH = auto()
+    EAGLE = auto()
+    EAGLE3 = auto()
+    NONE = auto()
+
+    @classmethod
+    def from_string(cls, name):
+        if name is None:
+            return cls.NONE
+        upper = name.upper()
+        try:
+            return cls[upper]
+        except KeyError:
+            pass
+        if upper in _RESERVED_ALIASES:
+            return cls.EAGLE
+        spec = _get_registered_spec(upper)
+        if spec is not None:
+            return spec
+        raise ValueError(f"Unknown speculative algorithm name: {name}")
+''',
+}
+
+
+SGLANG_SERVER_ARGS = '''
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        %s
+'''
+
+
+def drop_sglang():
+    for name in [name for name in sys.modules if name == "sglang" or name.startswith("sglang.")]:
+        del sys.modules[name]
+
+
+def install(site, files):
+    """The files under `site`, and a RECORD that lists them, as a wheel install leaves them."""
+    for rel, text in files.items():
+        path = site / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    record = site / "sglang-0.5.23.dist-info" / "RECORD"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text("".join("%s,,\n" % rel for rel in sorted(files)) + "sglang-0.5.23.dist-info/RECORD,,\n")
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    install(site, FAKE)
+    monkeypatch.syspath_prepend(str(site))
+    drop_sglang()
+    yield site
+    drop_sglang()
+
+
+def validate(capsys, services, **args):
+    drop_sglang()  # each run is a fresh interpreter on the host
+    return run_module(sglang_server_args.main, capsys, dict(args, services=services))
+
+
+def test_good_arguments_pass(site, capsys):
+    result = validate(capsys, {"eagle3": ["--model-path", "/m", "--speculative-algorithm", "EAGLE3"],
+                               "autoregressive": ["--model-path", "/m", "--trust-remote-code"]})
+    assert result["_rc"] == 0, result
+    assert result["changed"] is False
+    assert (result["sglang"], result["services"]) == ("0.5.23", {"autoregressive": 3, "eagle3": 4})
+    assert "verified" not in result  # no stamp asked for
+
+
+def test_unknown_flag_and_bad_choice_fail_with_sglangs_words(site, capsys):
+    result = validate(capsys, {"autoregressive": ["--model-path", "/m", "--no-such-flag", "1"],
+                               "dflash": ["--attention-backend", "fa9"],
+                               "eagle3": ["--port", "http"]})
+    assert result["_rc"] == 1 and result["failed"] is True
+    msg = result["msg"]
+    assert msg.startswith("SGLang 0.5.23 rejects the arguments: ")
+    assert "sglang-autoregressive: unrecognized arguments: --no-such-flag 1" in msg
+    assert "sglang-dflash: argument --attention-backend: invalid choice: 'fa9'" in msg
+    assert "sglang-eagle3: argument --port: invalid int value: 'http'" in msg
+
+
+def test_unknown_speculative_algorithm_fails(site, capsys):
+    result = validate(capsys, {"dflash": ["--speculative-algorithm", "DFLASHX"]})
+    assert result["_rc"] == 1
+    assert result["msg"] == ("SGLang 0.5.23 rejects the arguments: sglang-dflash: --speculative-algorithm DFLASHX: "
+                             "Unknown speculative algorithm name: DFLASHX")
+
+
+def test_arguments_that_are_not_a_list_of_strings_fail(site, capsys):
+    result = validate(capsys, {"eagle3": "--port 1", "dflash": ["--port", 1], "autoregressive": []})
+    assert result["_rc"] == 1
+    assert result["msg"] == ("services: the arguments of dflash, eagle3 are not a list of strings (the "
+                             "sglang_services role renders them from the service settings)")
+
+
+def test_no_sglang_fails_clearly(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if "site" not in os.path.basename(p) or "packages" in p])
+    drop_sglang()
+    result = validate(capsys, {"eagle3": []})
+    assert result["_rc"] == 1
+    assert result["msg"].startswith("cannot import SGLang's server arguments (No module named 'sglang")
+    assert result["msg"].endswith("run with the SGLang venv's python")
+
+
+@pytest.mark.parametrize("server_args, msg", [
+    ("raise OSError('libcudart.so.13: cannot open shared object file')",
+     "cannot import SGLang's server arguments (OSError: libcudart.so.13: cannot open shared object file): reinstall the "
+     "venv (re-run site.yml)"),
+    ("raise RuntimeError('CUDA\\ninitialization failed')",
+     "cannot import SGLang's server arguments (RuntimeError: CUDA initialization failed): reinstall the venv "
+     "(re-run site.yml)"),
+    (SGLANG_SERVER_ARGS % "raise KeyError('port')", "sglang_server_args: unexpected KeyError: 'port'"),
+])
+def test_what_sglang_raises_is_one_line(tmp_path, monkeypatch, capsys, server_args, msg):
+    site = tmp_path / "broken"
+    install(site, {"sglang/__init__.py": '__version__ = "0.5.23"\n', "sglang/srt/__init__.py": "",
+                   "sglang/srt/server_args.py": server_args})
+    monkeypatch.syspath_prepend(str(site))
+    result = validate(capsys, {"eagle3": []})
+    drop_sglang()
+    assert (result["_rc"], result["msg"]) == (1, msg)
+
+
+# ---- the verification stamp (module_utils/verified.py) -------------------------------------------
+
+ARGS = {"eagle3": ["--model-path", "/m", "--speculative-algorithm", "EAGLE3"]}
+
+
+def imports_sglang(capsys, stamp, services=None, **args):
+    """Run with a stamp; True when the module imported SGLang (parsed), False when the stamp answered."""
+    result = validate(capsys, services or ARGS, stamp=str(stamp), **args)
+    assert result["_rc"] == 0, result
+    assert result["sglang"] == "0.5.23"
+    parsed = "sglang" in sys.modules
+    assert result["verified"] == ("checked" if parsed else "unchanged")
+    return parsed
+
+
+def test_a_stamp_spares_the_parse_while_nothing_changed(site, tmp_path, capsys):
+    stamp = tmp_path / "venv" / ".verified" / "sglang-server-args.json"
+    assert imports_sglang(capsys, stamp) is True
+    recorded = json.loads(stamp.read_text())
+    assert recorded["result"]["services"] == {"eagle3": 4} and len(recorded["fingerprint"]) == 64
+    assert imports_sglang(capsys, stamp) is False
+    assert imports_sglang(capsys, stamp) is False
+
+
+def test_an_edited_sglang_file_is_parsed_again(site, tmp_path, capsys):
+    stamp = tmp_path / "sglang-server-args.json"
+    assert imports_sglang(capsys, stamp) is True
+    target = site / "sglang" / "srt" / "server_args.py"
+    stat = target.stat()
+    target.write_text(target.read_text().replace("trtllm_mha", "trtllm_mhb"))
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # even with its mtime put back
+    assert imports_sglang(capsys, stamp) is True
+    assert imports_sglang(capsys, stamp) is False
+
+
+def test_other_arguments_or_environment_are_parsed_again(site, tmp_path, capsys, monkeypatch):
+    stamp = tmp_path / "sglang-server-args.json"
+    assert imports_sglang(capsys, stamp) is True
+    assert imports_sglang(capsys, stamp, services={"eagle3": ARGS["eagle3"] + ["--port", "30001"]}) is True
+    monkeypatch.setenv("SGLANG_SOMETHING", "1")
+    assert imports_sglang(capsys, stamp, services={"eagle3": ARGS["eagle3"] + ["--port", "30001"]}) is True
+    monkeypatch.setenv("SUDO_COMMAND", "/bin/sh -c echo BECOME-SUCCESS-abc")  # differs on every connection
+    assert imports_sglang(capsys, stamp, services={"eagle3": ARGS["eagle3"] + ["--port", "30001"]}) is False
+
+
+def test_rejected_arguments_are_never_recorded(site, tmp_path, capsys):
+    stamp = tmp_path / "sglang-server-args.json"
+    bad = {"dflash": ["--speculative-algorithm", "DFLASHX"]}
+    for attempt in (1, 2):
+        result = validate(capsys, bad, stamp=str(stamp))
+        assert attempt and result["_rc"] == 1
+        assert result["_rc"] == 1 and "Unknown speculative algorithm name" in result["msg"]
+    assert not stamp.exists()
+
+
+def test_check_mode_never_writes_the_stamp(site, tmp_path, capsys):
+    stamp = tmp_path / "sglang-server-args.json"
+    result = run_module(sglang_server_args.main, capsys, {"services": ARGS, "stamp": str(stamp)}, check_mode=True)
+    assert result["_rc"] == 0 and result["verified"] == "checked"
+    assert not stamp.exists()
+
+
+def test_a_stamp_that_cannot_be_written_warns_and_parses_next_time(site, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = validate(capsys, ARGS, stamp=str(blocker / "stamp.json"))
+    assert result["_rc"] == 0
+    # ansible-core 2.19 sends warnings as structured events; older releases as plain strings.
+    assert ("cannot write the verification stamp %s/stamp.json (File exists): the next run checks in full again"
+            % blocker) in json.dumps(result["warnings"])
+
+
+def test_sglang_is_imported_with_the_builtin_intern(tmp_path, monkeypatch, capsys):
+    # ansible-core 2.19 replaces sys.intern in a module's process (SysInternPatch, keeping the builtin
+    # as unpatched_implementation); torch._dynamo, imported by SGLang, refuses anything but the
+    # builtin: "substitute_in_graph expects a function". The stand-in refuses it the same way.
+    site = tmp_path / "dynamo"
+    install(site, dict(FAKE, **{"sglang/__init__.py": (
+        "import sys, types\n"
+        "if not isinstance(sys.intern, types.BuiltinFunctionType):\n"
+        "    raise TypeError('substitute_in_graph expects a function but got %r' % (sys.intern,))\n"
+        "__version__ = '0.5.23'\n")}))
+    monkeypatch.syspath_prepend(str(site))
+    builtin = getattr(sys.intern, "unpatched_implementation", sys.intern)  # Ansible may have patched it here already
+
+    class Patched:
+        unpatched_implementation = builtin
+
+        def __call__(self, value):
+            return builtin(str(value))
+
+    monkeypatch.setattr(sys, "intern", Patched())
+    result = validate(capsys, ARGS)
+    drop_sglang()
+    assert result["_rc"] == 0, result
+    assert isinstance(sys.intern, Patched)  # Ansible's patch is back for the rest of the module
