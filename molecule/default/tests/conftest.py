@@ -96,7 +96,7 @@ def assert_unchanged(before, after, what="the node"):
         raise AssertionError("%s changed:\n%s" % (what, diff.stdout))
 
 
-def _ansible_env(**extra):
+def ansible_env(**extra):
     env = dict(os.environ)
     env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".cache", "collections")
     env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
@@ -109,7 +109,7 @@ def _run_playbook(path, *extra_vars, limit=PRO6000):
     args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(ROOT, path), "--limit", limit]
     for value in extra_vars:  # a dict as JSON; a string as written (-e name=true, the README's form)
         args += ["-e", value if isinstance(value, str) else json.dumps(value)]
-    proc = subprocess.run(args, capture_output=True, text=True, env=_ansible_env(), cwd=ROOT, check=False)
+    proc = subprocess.run(args, capture_output=True, text=True, env=ansible_env(), cwd=ROOT, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -175,7 +175,7 @@ def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro60
             yaml.safe_dump(inventory, handle)
         args = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "-i", path,
                 os.path.join(ROOT, playbook), "--limit", "case_hosts", "--forks", str(max(5, len(hosts)))] + list(extra_args)
-        env = _ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+        env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
         proc = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     # The JSON document starts on a line of its own; ansible.cfg's profile_tasks prints around it.
     start = re.search(r"^\{$", proc.stdout, re.M)

@@ -10,9 +10,10 @@ import json
 import os
 import re
 import shlex
+import subprocess
 
 import pytest
-from conftest import FLASHINFER_ENV, VENV_ENV, LAB_EAGLE3, ROOT, assert_unchanged, fingerprint, jit_dir, run_cases
+from conftest import FLASHINFER_ENV, VENV_ENV, LAB_EAGLE3, ROOT, ansible_env, assert_unchanged, fingerprint, jit_dir, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
@@ -153,19 +154,19 @@ def test_prewarm_command_is_the_collections_own_code_root_owned(host):
     assert host.file("/usr/local/lib/blackwell-sglang/flashinfer_prewarm.py").user == "root"
 
 
-def test_validate_args_reports_sglangs_own_words_for_an_unknown_algorithm(host):
-    # The role's argument check (files/validate_args.py, which the role runs with the venv's python)
-    # against the installed SGLang 0.5.23: what follows the script's prefix is SGLang's own
-    # SpeculativeAlgorithm.from_string message, not a test double's.
-    with open(os.path.join(ROOT, "roles", "sglang_services", "files", "validate_args.py")) as handle:
-        script = handle.read()
-    host.check_output("cat > /tmp/validate_args.py <<'BSG_EOF'\n%sBSG_EOF" % script)
+def test_argument_parse_reports_sglangs_own_words_for_an_unknown_algorithm(host):
+    # The role's argument check (the sglang_server_args module, run as the service user with the
+    # venv's python) against the installed SGLang 0.5.23: what follows the module's prefix is SGLang's
+    # own SpeculativeAlgorithm.from_string message, not a test double's.
     services = {"dflash": ["--model-path", "/models/x", "--speculative-algorithm", "DFLASHX"]}
-    out = host.run("PYTHONDONTWRITEBYTECODE=1 /opt/sglang/current/bin/python /tmp/validate_args.py %s"
-                   % shlex.quote(json.dumps(services)))
-    assert out.rc == 1 and out.stdout == ""
-    assert out.stderr == ("SGLang 0.5.23 rejects the arguments: sglang-dflash: --speculative-algorithm DFLASHX: "
-                          "Unknown speculative algorithm name: DFLASHX\n")
+    proc = subprocess.run(
+        ["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "molecule-pro6000", "-b", "--become-user", "sglang",
+         "-e", "ansible_python_interpreter=/opt/sglang/current/bin/python", "-m", "blackwell.sglang.sglang_server_args",
+         "-a", json.dumps({"services": services})],
+        capture_output=True, text=True, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"), cwd=ROOT, check=False)
+    assert proc.returncode != 0
+    assert ('"msg": "SGLang 0.5.23 rejects the arguments: sglang-dflash: --speculative-algorithm DFLASHX: '
+            'Unknown speculative algorithm name: DFLASHX"') in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_prewarm_check_fails_clearly_with_wrong_targets(host):
