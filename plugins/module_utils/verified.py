@@ -67,20 +67,25 @@ def stat_line(path):
     Symbolic links are followed (a link to another target changes the line through ino)."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        return "missing"
-    except NotADirectoryError:
+    except (FileNotFoundError, NotADirectoryError):
         return "missing"
     return "%o %d %d %d %d %d %d %d" % (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
                                         st.st_dev, st.st_uid, st.st_gid)
 
 
 def _record_paths(record_path, data):
-    """The files one RECORD lists, as absolute normalised paths (RECORD is CSV: path,hash,size)."""
+    """The files one RECORD lists, as absolute normalised paths (RECORD is CSV: path,hash,size; a
+    path is quoted only when it holds a comma or a quote, so the common line is split directly)."""
     base = os.path.dirname(os.path.dirname(record_path))
-    for row in csv.reader(io.StringIO(data.decode("utf-8", "surrogateescape"))):
-        if row and row[0]:
-            yield os.path.normpath(os.path.join(base, row[0]))
+    text = data.decode("utf-8", "surrogateescape")
+    for line in text.splitlines():
+        if line.startswith('"'):
+            row = next(csv.reader([line]), None)
+            name = row[0] if row else ""
+        else:
+            name = line.split(",", 1)[0]
+        if name:
+            yield os.path.normpath(os.path.join(base, name))
 
 
 def package_dirs():

@@ -17,7 +17,7 @@ mtimes, and ninja would rebuild the services' sampling cache that the later test
 import time
 
 import pytest
-from conftest import FLASHINFER_ENV, VENV_ENV, ROLE_PLAYBOOK, UNIT_ENV, _run_playbook, env_lines, jit_dir
+from conftest import FLASHINFER_ENV, VENV_ENV, ROLE_PLAYBOOK, UNIT_ENV, _run_playbook, env_lines, jit_dir, run_cases
 
 testinfra_hosts = ["podman://molecule-pro6000"]
 pytestmark = pytest.mark.xdist_group("pro6000")  # one worker per node: a node's tests run in order
@@ -195,3 +195,39 @@ def test_fault_reinstalled_flashinfer_wiped_cache_killed_prewarm_then_converge_c
     assert so_ok(host, FAULT_SO)
     rc, out, _flat = run_fault_role()
     assert rc == 0 and "changed=0" in out, out
+
+
+# ---- verification stamps (module_utils/verified.py), on the scratch FlashInfer ------------------
+
+STAMPED = ("Probe | Run FlashInfer with that environment", "Warm | Build the JIT modules (repairs what a killed build left)")
+
+
+def stamped_run():
+    """The flashinfer role on the scratch FlashInfer (JSON callback): each stamped check's verdict
+    (checked: run in full; unchanged: proven by its stamp) and the names of the tasks that changed."""
+    [case] = run_cases({"stamps": FAULT_VARS}).values()
+    assert not case.failed, case
+    verdicts = {name: result.get("verified") for name, result in zip(case.tasks, case.results)
+                if name.endswith(STAMPED)}
+    changed = [name for name, result in zip(case.tasks, case.results) if result.get("changed")]
+    return {name.split(" : ")[-1]: verdict for name, verdict in verdicts.items()}, changed
+
+
+def test_stamps_prove_an_unchanged_flashinfer_and_never_hide_an_edit(host, fault_venv):
+    # After the fixture's run nothing changed: both checks are proven by their stamps, nothing changes.
+    verdicts, changed = stamped_run()
+    assert verdicts == {STAMPED[0]: "unchanged", STAMPED[1]: "unchanged"}
+    assert changed == []
+    # The seed outage was a fix that went missing without a trace. An edit of one of FlashInfer's
+    # files (its mtime put back as a careless restore would) and a hand edit of the env file: the env
+    # file is written back, and both checks run in full again against the edited FlashInfer.
+    target = FAULT_SITE + "/flashinfer/jit/env.py"
+    host.check_output("touch -r {t} /tmp/bsg-mtime && echo '# edited by hand' >> {t} && touch -r /tmp/bsg-mtime {t} "
+                      "&& echo 'FLASHINFER_CUDA_ARCH_LIST=7.5' >> {e}".format(t=target, e=FAULT_ENV))
+    verdicts, changed = stamped_run()
+    assert verdicts == {STAMPED[0]: "checked", STAMPED[1]: "checked"}
+    assert [name for name in changed if "FlashInfer environment" in name], changed
+    assert "FLASHINFER_CUDA_ARCH_LIST=7.5" not in host.file(FAULT_ENV).content_string
+    # Proven again, then recorded: the next run is the stamps' again.
+    verdicts, changed = stamped_run()
+    assert verdicts == {STAMPED[0]: "unchanged", STAMPED[1]: "unchanged"} and changed == []

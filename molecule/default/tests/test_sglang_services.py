@@ -9,7 +9,6 @@ each (conftest.run_cases), in one ansible-playbook run.
 import json
 import os
 import re
-import shlex
 import subprocess
 
 import pytest

@@ -124,3 +124,10 @@ def test_what_the_check_sets_in_the_environment_is_not_recorded(tmp_path, monkey
     assert verified.run(str(path), inputs, check)["verified"] == "checked"
     assert "SET_BY_IMPORT" not in os.environ
     assert verified.run(str(path), inputs, check)["verified"] == "unchanged"
+
+
+def test_record_paths_read_quoted_names_as_csv(tmp_path):
+    record = tmp_path / "site" / "pkg-1.0.dist-info" / "RECORD"
+    data = b'pkg/a.py,sha256=x,1\n"pkg/a,b.py",sha256=y,2\n../bin/tool,,\n\n'
+    assert list(verified._record_paths(str(record), data)) == [
+        str(tmp_path / "site" / "pkg" / "a.py"), str(tmp_path / "site" / "pkg" / "a,b.py"), str(tmp_path / "bin" / "tool")]
