@@ -32,7 +32,6 @@ from __future__ import annotations
 import csv
 import glob
 import hashlib
-import io
 import json
 import os
 import sys
