@@ -153,7 +153,7 @@ def test_prewarm_command_is_the_collections_own_code_root_owned(host):
     assert host.file("/usr/local/lib/blackwell-sglang/flashinfer_prewarm.py").user == "root"
 
 
-def test_argument_parse_reports_sglangs_own_words_for_an_unknown_algorithm(host):
+def test_validate_args_reports_sglangs_own_words_for_an_unknown_algorithm(host):
     # The role's argument check (the sglang_server_args module, run as the service user with the
     # venv's python) against the installed SGLang 0.5.23: what follows the module's prefix is SGLang's
     # own SpeculativeAlgorithm.from_string message, not a test double's.
