@@ -55,6 +55,8 @@ options:
         fingerprint equals the one computed now, the key and the modules recorded there are returned
         without importing FlashInfer (RV(verified) is C(unchanged)); otherwise the workspace is
         inspected in full and the stamp replaced (never in check mode).
+      - With O(src) or O(dest), the seed or the pack always runs; afterwards the workspace as it is
+        then is recorded in the stamp for the next inspection.
       - "The fingerprint, by content (C(module_utils/verified.py)): the venv's C(*.dist-info/RECORD)
         files and the stat of every file they list, of every file under C(CUDA_HOME) and under
         O(workspace_base), the environment after O(env_file) (without sudo's and ssh's
@@ -258,11 +260,21 @@ def run(module):
     params = module.params
     workspace = os.path.abspath(params["workspace_base"])
     fj.prepare_environment(params["env_file"], workspace)
+    def inputs():
+        return verified.jit_inputs(check="inspect", workspace=workspace, code=(fj, kc, verified, sys.modules[__name__]))
+
     if params["stamp"] and not params["src"] and not params["dest"]:  # an inspection: reads only
-        return verified.run(params["stamp"], lambda: verified.jit_inputs(
-            check="inspect", workspace=workspace, code=(fj, kc, verified, sys.modules[__name__])),
-            lambda: inspect(module, workspace), check_mode=module.check_mode, warn=module.warn)
-    return inspect(module, workspace)
+        return verified.run(params["stamp"], inputs, lambda: inspect(module, workspace),
+                            check_mode=module.check_mode, warn=module.warn)
+    result = inspect(module, workspace)
+    if params["stamp"] and not module.check_mode:
+        # A seed or a pack has just inspected the workspace as it is now: that is what the next
+        # inspection would find, so it is recorded for it.
+        kept = {name: result[name] for name in ("key", "key_id", "cache_dir", "modules", "warmable")}
+        problem = verified.Stamp(params["stamp"]).write(verified.fingerprint(inputs()), dict(kept, changed=False))
+        if problem:
+            module.warn(problem + ": the next run checks in full again")
+    return result
 
 
 def inspect(module, workspace):

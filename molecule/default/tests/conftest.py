@@ -168,8 +168,11 @@ def run_cases(cases, playbook=ROLE_PLAYBOOK, node=PRO6000, groups=("lab", "pro60
                  "case_hosts": {"hosts": hosts}}
     with tempfile.TemporaryDirectory() as tmp:
         # One SSH connection per case host: sshd refuses more than MaxSessions (10) on one shared one.
+        # Twenty-odd logins at once through `podman exec` on two busy cores can take longer than
+        # ssh's 10 s: a longer timeout and retries, so that a slow login is not an unreachable case.
         for index, host in enumerate(hosts.values()):
-            host["ansible_control_path"] = os.path.join(tmp, "cp%d" % index)
+            host.update(ansible_control_path=os.path.join(tmp, "cp%d" % index), ansible_ssh_timeout=60,
+                        ansible_ssh_retries=3)
         path = os.path.join(tmp, "cases.yml")
         with open(path, "w") as handle:
             yaml.safe_dump(inventory, handle)

@@ -193,3 +193,32 @@ def test_ninja_missing_fails_only_when_a_module_is_to_be_moved_in(fake, capsys, 
     msg = failed(run(fake, capsys, env_file=str(no_ninja), src=str(dest), checksum=checksum))
     assert msg.startswith("ninja not found on PATH=%s: put the SGLang venv's bin" % tmp_path)
     assert not os.path.exists(str(fake.jit_dir() / "sampling"))
+
+
+# ---- the verification stamp of an inspection (module_utils/verified.py) ---------------------------
+
+def test_an_inspection_stamp_answers_until_the_workspace_changes(fake, capsys, env_file, tmp_path):
+    stamp = tmp_path / "venv" / ".verified" / "kernel-cache-key.json"
+    warm(fake, "sampling")
+    first = ok(run(fake, capsys, env_file=env_file, stamp=str(stamp)))
+    assert first["verified"] == "checked" and first["modules"] == ["sampling"]
+    second = ok(run(fake, capsys, env_file=env_file, stamp=str(stamp)))
+    assert second["verified"] == "unchanged"
+    assert {k: second[k] for k in ("key", "key_id", "cache_dir", "modules", "warmable")} == {
+        k: first[k] for k in ("key", "key_id", "cache_dir", "modules", "warmable")}
+    warm(fake, "custom_0a1b")  # a module built since: the workspace changed
+    third = ok(run(fake, capsys, env_file=env_file, stamp=str(stamp)))
+    assert third["verified"] == "checked" and third["modules"] == ["custom_0a1b", "sampling"]
+
+
+def test_a_pack_records_the_workspace_for_the_next_inspection(fake, capsys, env_file, tmp_path):
+    stamp = tmp_path / "kernel-cache-key.json"
+    warm(fake, "sampling")
+    packed = ok(run(fake, capsys, env_file=env_file, dest=str(tmp_path / "a.tar.gz"), stamp=str(stamp)))
+    assert "verified" not in packed and packed["packed"]["modules"] == ["sampling"]
+    inspected = ok(run(fake, capsys, env_file=env_file, stamp=str(stamp)))
+    assert inspected["verified"] == "unchanged" and inspected["key_id"] == packed["key_id"]
+    assert inspected["modules"] == ["sampling"]
+    ok(run(fake, capsys, check_mode=True, env_file=env_file, dest=str(tmp_path / "b.tar.gz"),
+           stamp=str(tmp_path / "never.json")))
+    assert not (tmp_path / "never.json").exists()  # check mode records nothing
