@@ -57,7 +57,8 @@ checks() {
 if $quick; then
   scenarios="${SCENARIOS:-wheelhouse}"
 else
-  scenarios="${SCENARIOS:-$(ls molecule)}"
+  # Every folder of molecule/ with a molecule.yml (molecule/shared holds tasks they include).
+  scenarios="${SCENARIOS:-$(for f in molecule/*/molecule.yml; do basename "$(dirname "$f")"; done)}"
 fi
 run_scenario() {
   step "molecule test -s $1"

@@ -260,6 +260,7 @@ def run(module):
     params = module.params
     workspace = os.path.abspath(params["workspace_base"])
     fj.prepare_environment(params["env_file"], workspace)
+
     def inputs():
         return verified.jit_inputs(check="inspect", workspace=workspace, code=(fj, kc, verified, sys.modules[__name__]))
 
