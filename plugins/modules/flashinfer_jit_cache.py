@@ -47,6 +47,14 @@ options:
   workspace_base:
     description: Overrides C(FLASHINFER_WORKSPACE_BASE) (the cache lives in its C(.cache/flashinfer)).
     type: path
+  scratch_workspace:
+    description:
+      - Run in a new empty C(FLASHINFER_WORKSPACE_BASE) (a C(blackwell-sglang-probe.*) directory in
+        the system's temporary directory) that the module removes before it returns, also when it fails.
+        FlashInfer creates its workspace when it is imported; a probe (O(modules=[])) this way writes
+        nothing where a service's cache lives. Mutually exclusive with O(workspace_base).
+    type: bool
+    default: false
   jobs:
     description: Parallel compile jobs for ninja (C(MAX_JOBS)); default is ninja's own (cores + 2).
     type: int
@@ -203,7 +211,9 @@ verified_at:
 
 import os
 import pathlib
+import shutil
 import sys
+import tempfile
 
 # Run as a plain script (python3 .../flashinfer_jit_cache.py args.json), Python puts this file's
 # directory first on sys.path, and FlashInfer's probe for its own AOT package, also named
@@ -243,9 +253,20 @@ def steady(result):
 
 
 def run(module):
-    """The shared run (module_utils/flashinfer_jit.ensure, also the units' ExecStartPre=) as a module."""
+    """The shared run (module_utils/flashinfer_jit.ensure, also the units' ExecStartPre=) as a module,
+    in a scratch workspace base (removed afterwards) with `scratch_workspace`."""
+    if not module.params["scratch_workspace"]:
+        return _run(module, module.params["workspace_base"])
+    scratch = tempfile.mkdtemp(prefix="blackwell-sglang-probe.")
+    try:
+        return _run(module, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(module, workspace_base):
     params = module.params
-    fj.prepare_environment(params["env_file"], params["workspace_base"], params["jobs"])
+    fj.prepare_environment(params["env_file"], workspace_base, params["jobs"])
 
     def check():
         return fj.ensure(
@@ -274,11 +295,13 @@ def main():
             modules=dict(type="list", elements="str"),
             env_file=dict(type="list", elements="path"),
             workspace_base=dict(type="path"),
+            scratch_workspace=dict(type="bool", default=False),
             jobs=dict(type="int"),
             scope=dict(type="str", default="version", choices=["version", "all"]),
             expected_archs=dict(type="list", elements="str"),
             stamp=dict(type="path"),
         ),
+        mutually_exclusive=[("workspace_base", "scratch_workspace")],
         supports_check_mode=True,
     )
     if module.params["jobs"] is not None and module.params["jobs"] < 1:

@@ -233,3 +233,25 @@ def test_bad_input_fails_before_any_unit_changes(role_runs, index):
     assert BAD[index][1] in result.text, result
     assert result.changed == 0, result
     assert_unchanged(before, after)
+
+
+def test_an_edited_unit_env_file_or_verifier_is_rewritten_and_verified(host):
+    # The role reads its files with one find and runs a template or copy task only for a file that
+    # is not as rendered (module_utils/in_place.py): a hand edit of a unit, an env file made
+    # world-readable and a verifier chowned away are each rewritten (the unit through its
+    # systemd-analyze validate), and the run after is a no-op again.
+    verifier = "/usr/local/lib/blackwell-sglang/verify-unit.sh"
+    unit, env = UNIT % "dflash", ENV % "autoregressive"
+    rendered = host.file(unit).sha256sum
+    host.check_output("echo '# edited by hand' >> %s && chmod 0644 %s && chown sglang %s" % (unit, env, verifier))
+    [repair] = run_cases({"repair": {"bsg_role": ROLE}}).values()
+    assert not repair.failed, repair
+    changed = [name.split(" : ")[-1] for name, result in zip(repair.tasks, repair.results) if result.get("changed")]
+    assert "Install | Units, each verified with systemd-analyze before it replaces the installed one" in changed, changed
+    assert [name for name in changed if name.startswith("Install | Per-service environment files")], changed
+    assert "Install | Unit verifier" in changed, changed
+    assert host.file(unit).sha256sum == rendered
+    assert host.file(env).mode == 0o640
+    assert host.file(verifier).user == "root"
+    [again] = run_cases({"again": {"bsg_role": ROLE}}).values()
+    assert not again.failed and again.changed == 0, again

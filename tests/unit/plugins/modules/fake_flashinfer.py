@@ -282,6 +282,7 @@ class FakeFlashInfer:
     def run(self, capsys, check_mode=False, diff=False, **args):
         """One module run, like Ansible's: a fresh interpreter state, so FlashInfer is imported anew."""
         args.setdefault("workspace_base", str(self.base))
+        args = {name: value for name, value in args.items() if value is not None}  # None: not given
         drop_flashinfer_modules()
         try:
             return run_module(flashinfer_jit_cache.main, capsys, args, check_mode, diff)

@@ -328,6 +328,35 @@ def test_probe_needs_no_nvcc_and_builds_nothing(fake, capsys, monkeypatch):
     assert fake.builds == []
 
 
+def test_scratch_workspace_probe_runs_in_a_new_dir_and_removes_it(fake, capsys, monkeypatch, tmp_path):
+    # The probe's FlashInfer import creates its workspace: with scratch_workspace it is a new
+    # blackwell-sglang-probe.* dir in the temporary directory, gone when the module returns.
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch_parent))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    result = ok(fake.run(capsys, modules=[], expected_archs=["12.0f"], workspace_base=None, scratch_workspace=True))
+    assert result["archs"] == ["12.0f"]
+    assert result["cache_dir"].startswith(str(scratch_parent / "blackwell-sglang-probe."))
+    assert list(scratch_parent.iterdir()) == []
+    assert not (fake.base / ".cache").exists()
+
+
+def test_scratch_workspace_is_removed_when_the_probe_fails(fake, capsys, monkeypatch, tmp_path):
+    scratch_parent = tmp_path / "tmp"
+    scratch_parent.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch_parent))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    msg = failed(fake.run(capsys, modules=[], expected_archs=["9.0a"], workspace_base=None, scratch_workspace=True))
+    assert "9.0a" in msg
+    assert list(scratch_parent.iterdir()) == []
+
+
+def test_scratch_workspace_and_workspace_base_exclude_each_other(fake, capsys):
+    msg = failed(fake.run(capsys, modules=[], scratch_workspace=True))
+    assert msg == "parameters are mutually exclusive: workspace_base|scratch_workspace"
+
+
 def test_failed_build_returns_flashinfers_output(fake, capsys, monkeypatch):
     monkeypatch.setenv("FAKE_FLASHINFER_FAIL", "1")
     msg = failed(fake.run(capsys, modules=["sampling"]))
