@@ -328,13 +328,19 @@ def test_probe_needs_no_nvcc_and_builds_nothing(fake, capsys, monkeypatch):
     assert fake.builds == []
 
 
-def test_scratch_workspace_probe_runs_in_a_new_dir_and_removes_it(fake, capsys, monkeypatch, tmp_path):
+@pytest.fixture
+def scratch_parent(monkeypatch, tmp_path):
+    """The system's temporary directory, for this test only (where scratch_workspace makes its dir)."""
+    parent = tmp_path / "tmp"
+    parent.mkdir()
+    monkeypatch.setenv("TMPDIR", str(parent))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    return parent
+
+
+def test_scratch_workspace_probe_runs_in_a_new_dir_and_removes_it(fake, capsys, scratch_parent):
     # The probe's FlashInfer import creates its workspace: with scratch_workspace it is a new
     # blackwell-sglang-probe.* dir in the temporary directory, gone when the module returns.
-    scratch_parent = tmp_path / "tmp"
-    scratch_parent.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch_parent))
-    monkeypatch.setattr("tempfile.tempdir", None)
     result = ok(fake.run(capsys, modules=[], expected_archs=["12.0f"], workspace_base=None, scratch_workspace=True))
     assert result["archs"] == ["12.0f"]
     assert result["cache_dir"].startswith(str(scratch_parent / "blackwell-sglang-probe."))
@@ -342,11 +348,7 @@ def test_scratch_workspace_probe_runs_in_a_new_dir_and_removes_it(fake, capsys, 
     assert not (fake.base / ".cache").exists()
 
 
-def test_scratch_workspace_is_removed_when_the_probe_fails(fake, capsys, monkeypatch, tmp_path):
-    scratch_parent = tmp_path / "tmp"
-    scratch_parent.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch_parent))
-    monkeypatch.setattr("tempfile.tempdir", None)
+def test_scratch_workspace_is_removed_when_the_probe_fails(fake, capsys, scratch_parent):
     msg = failed(fake.run(capsys, modules=[], expected_archs=["9.0a"], workspace_base=None, scratch_workspace=True))
     assert "9.0a" in msg
     assert list(scratch_parent.iterdir()) == []
