@@ -1,10 +1,11 @@
 #!/bin/sh
 # tests/fingerprint.sh [PATH...]: what "nothing changed" means in this collection's tests. Prints
 # one line per fact; two runs print the same lines exactly when nothing below changed:
-#   - every path to full depth: type, size, mtime (ns), mode, owner, group, link target;
-#   - the sha256 of every regular file, except inside package trees and download caches
-#     (site-packages, the CUDA wheels' venv, uv's and pip's caches): only installers write those,
-#     and every write shows in the file's size or mtime above;
+#   - every path to full depth: type, size, mtime and ctime (ns), mode, owner, group, link target.
+#     The ctime stands for the content: every write (and every chmod, chown or utime) sets it to the
+#     kernel's clock and no user-space call can set it back, so an edit whose size and mtime were
+#     restored still shows, as a sha256 of every file would show it, without reading the ~175,000
+#     files of a converged node (a sha256 of each took ~20 s a run there);
 #   - systemd's view of every sglang-* unit (load, active, sub and unit-file state);
 #   - the installed packages with their versions and dpkg selections (holds);
 #   - the sglang user's and group's entries.
@@ -22,10 +23,7 @@ for path in "$@"; do
     echo "absent $path"
     continue
   fi
-  find "$path" -xdev -path '*/.ansible/tmp' -prune -o -printf '%y %p %s %T@ %m %u %g %l\n'
-  find "$path" -xdev -path '*/.ansible/tmp' -prune -o -type f \
-    ! -path '*/site-packages/*' ! -path '*/.cache/uv/*' ! -path '*/.cache/pip/*' ! -path '/opt/cuda/*/venv/*' \
-    -exec sha256sum {} +
+  find "$path" -xdev -path '*/.ansible/tmp' -prune -o -printf '%y %p %s %T@ %C@ %m %u %g %l\n'
 done | LC_ALL=C sort
 if command -v systemctl >/dev/null 2>&1; then
   for unit in $(systemctl list-unit-files --no-legend 'sglang-*' 2>/dev/null | awk '{print $1}'); do

@@ -222,3 +222,24 @@ def test_a_pack_records_the_workspace_for_the_next_inspection(fake, capsys, env_
     ok(run(fake, capsys, check_mode=True, env_file=env_file, dest=str(tmp_path / "b.tar.gz"),
            stamp=str(tmp_path / "never.json")))
     assert not (tmp_path / "never.json").exists()  # check mode records nothing
+
+
+def test_a_pack_records_the_environment_it_was_given(fake, capsys, env_file, tmp_path, monkeypatch):
+    # Importing the real stack sets variables (SGLang sets its caches' on import): the pack's
+    # record must be of the environment before that, which is what the next run (a new process)
+    # computes its fingerprint from; otherwise the first no-op after a build re-inspects in full.
+    from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+
+    real = fj.FlashInferCache
+
+    def importing_sets_a_variable(*args, **kwargs):
+        os.environ["SET_BY_AN_IMPORT"] = "1"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fj, "FlashInferCache", importing_sets_a_variable)
+    monkeypatch.delenv("SET_BY_AN_IMPORT", raising=False)
+    stamp = tmp_path / "kernel-cache-key.json"
+    warm(fake, "sampling")
+    ok(run(fake, capsys, env_file=env_file, dest=str(tmp_path / "a.tar.gz"), stamp=str(stamp)))
+    monkeypatch.delenv("SET_BY_AN_IMPORT", raising=False)  # the next module run is a new process
+    assert ok(run(fake, capsys, env_file=env_file, stamp=str(stamp)))["verified"] == "unchanged"
