@@ -29,6 +29,7 @@ Pure standard library: runs on the hosts in the SGLang venv's interpreter.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import hashlib
@@ -191,6 +192,19 @@ def jit_inputs(check, workspace, code, drop=()):
     }
 
 
+@contextlib.contextmanager
+def given_environment():
+    """Puts os.environ back as it was on entry: what a check imported may have set variables
+    (SGLang sets its caches' on import), and a fingerprint is of the environment the check was
+    given, which is what the next run (a new process) computes before any import."""
+    environ = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
 def fingerprint(parts):
     """sha256 hex of the JSON of `parts` (a dict of the check's inputs, each JSON-able)."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
@@ -262,13 +276,9 @@ def run(stamp_path, inputs, check, steady=None, check_mode=False, warn=None):
     cached = stamp.result_if(fingerprint(inputs()))
     if cached is not None:
         return cached
-    environ = dict(os.environ)
-    result = check()
+    with given_environment():
+        result = check()
     result["verified"] = "checked"
-    # What the check imported may have set variables (SGLang sets its caches' on import): the
-    # fingerprint is of the environment the check was given.
-    os.environ.clear()
-    os.environ.update(environ)
     if not check_mode:
         keep = dict(steady(result) if steady else result)
         keep["changed"] = False

@@ -267,15 +267,11 @@ def run(module):
     if params["stamp"] and not params["src"] and not params["dest"]:  # an inspection: reads only
         return verified.run(params["stamp"], inputs, lambda: inspect(module, workspace),
                             check_mode=module.check_mode, warn=module.warn)
-    environ = dict(os.environ)
-    result = inspect(module, workspace)
+    with verified.given_environment():
+        result = inspect(module, workspace)
     if params["stamp"] and not module.check_mode:
         # A seed or a pack has just inspected the workspace as it is now: that is what the next
-        # inspection would find, so it is recorded for it, with the environment this run was given
-        # (as verified.run does): what importing FlashInfer and torch set is not an input, and the
-        # next run, a new process, computes its fingerprint before any import.
-        os.environ.clear()
-        os.environ.update(environ)
+        # inspection would find, so it is recorded for it (with the environment this run was given).
         kept = {name: result[name] for name in ("key", "key_id", "cache_dir", "modules", "warmable")}
         problem = verified.Stamp(params["stamp"]).write(verified.fingerprint(inputs()), dict(kept, changed=False))
         if problem:

@@ -11,7 +11,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "..", "fingerprint.sh")
 def fingerprint(path):
     """The lines of the tree under path (the script also prints packages, units and the sglang user)."""
     out = subprocess.run(["sh", SCRIPT, str(path)], capture_output=True, text=True, check=True).stdout
-    return [line for line in out.splitlines() if line.split(" ")[1:2] and line.split(" ")[1].startswith(str(path))]
+    return [line for line in out.splitlines() if (line.split(" ") + [""])[1].startswith(str(path))]
 
 
 def test_an_untouched_tree_prints_the_same_lines(tmp_path):
