@@ -17,11 +17,12 @@ top="${BSG_CPU_TOP:-25}"
 report() {
   # sa -a: every command, none folded into "***other"; -c: percentages. Column 5 is the CPU time
   # (user + system) in minutes, "cp"; the first line is the total.
-  sa -a -c "$1" > "$1.txt"
+  local table
+  table="$(sa -a -c "$1")"
   printf '%-24s %8s %10s %7s\n' command runs "cpu min" share
-  tail -n +2 "$1.txt" | awk '{ printf "%-24s %8d %10.2f %6.1f%%\n", $NF, $1, $5 + 0, $6 + 0 }' | sort -k3,3 -rn | head -n "$top"
-  head -n 1 "$1.txt" | awk '{ printf "%-24s %8d %10.2f\n", "total", $1, $5 + 0 }'
-  rm -f "$1.txt"
+  awk 'NR > 1 { printf "%-24s %8d %10.2f %6.1f%%\n", $NF, $1, $5 + 0, $6 + 0 }' <<< "$table" \
+    | sort -k3,3 -rn | awk -v top="$top" 'NR <= top'
+  awk 'NR == 1 { printf "%-24s %8d %10.2f\n", "total", $1, $5 + 0 }' <<< "$table"
 }
 
 case "${1:-}" in
@@ -36,11 +37,17 @@ mkdir -p "$(dirname "$record")"
 : > "$record"
 service_was_active=false
 if systemctl is-active --quiet acct 2> /dev/null; then service_was_active=true; fi
+# Off again however the command ends (an interrupt included).
+accounting_off() {
+  accton off > /dev/null
+  if $service_was_active; then systemctl restart acct; fi
+}
+trap accounting_off EXIT
 accton "$record" > /dev/null
 rc=0
 "$@" || rc=$?
-accton off > /dev/null
-if $service_was_active; then systemctl restart acct; fi
+accounting_off
+trap - EXIT
 echo "=== CPU by command ($*; record $record)"
 report "$record"
 exit "$rc"
