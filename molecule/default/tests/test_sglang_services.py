@@ -153,6 +153,18 @@ def test_prewarm_command_is_the_collections_own_code_root_owned(host):
     assert host.file("/usr/local/lib/blackwell-sglang/flashinfer_prewarm.py").user == "root"
 
 
+def test_the_argument_parse_compiles_sglang_into_its_own_cache_not_the_venv(host):
+    # The converge's parse ran as the service user with PYTHONPYCACHEPREFIX: SGLang's ServerArgs
+    # module was compiled into the service user's cache (Python mirrors the source path below it),
+    # and left no bytecode of that module in the venv's own __pycache__ (checked before the next
+    # test, which imports SGLang as the service user without the cache and so writes some there).
+    cache = host.file("/var/cache/sglang/pycache")
+    assert (cache.is_directory, cache.user, cache.group, cache.mode) == (True, "sglang", "sglang", 0o750)
+    found = host.check_output("find /var/cache/sglang/pycache -path '*/site-packages/sglang/srt/server_args.cpython-311.pyc'")
+    assert found.startswith("/var/cache/sglang/pycache/opt/sglang/"), found
+    assert host.check_output("find /opt/sglang/venvs/ -path '*/sglang/srt/__pycache__/server_args.*.pyc'") == ""
+
+
 def test_validate_args_reports_sglangs_own_words_for_an_unknown_algorithm(host):
     # The role's argument check (the sglang_server_args module, run as the service user with the
     # venv's python) against the installed SGLang 0.5.23: what follows the module's prefix is SGLang's
@@ -218,6 +230,8 @@ BAD = [
       "sglang_services_autoregressive": {"cuda_visible_devices": [0, 1, 2, 3], "port": 30001},
       "sglang_services_eagle3": {"draft_model_path": "/m/d", "cuda_visible_devices": "3,4,5,6,7"}},
      "sglang_services_active runs eagle3 and autoregressive together, but they share GPUs (3)"),
+    ({"sglang_services_pycache_dir": "var/cache/sglang/pycache"},
+     "sglang_services_pycache_dir must be an absolute path (start with /), got 'var/cache/sglang/pycache'"),
     # Passes every check before the unit is rendered; systemd-analyze refuses the unit, so the
     # installed one stays (the template's validate: files/verify-unit.sh).
     ({"sglang_services_eagle3": dict(LAB_EAGLE3, memory_max="lots")},
