@@ -120,8 +120,11 @@ def test_markdown_table():
 
 
 def test_the_filters_are_these_functions():
-    from ansible_collections.blackwell.sglang.plugins.filter.rollout import FilterModule
-    assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row}
+    from ansible_collections.blackwell.sglang.plugins.filter.rollout import (
+        FilterModule, gateway_missing_workers, gateway_workers_of)
+    assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row,
+                                        "gateway_workers_of": gateway_workers_of,
+                                        "gateway_missing_workers": gateway_missing_workers}
 
 
 def test_the_report_is_written_as_json_and_markdown_and_replaced_by_the_next_batch(tmp_path):
