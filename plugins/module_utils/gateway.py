@@ -30,7 +30,7 @@ import re
 import socket
 from urllib.parse import urlsplit
 
-_DP_ENTRY = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@?#]+)@(\d+)$")
+_DP_ENTRY = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://[^/@?#]+:\d+)@(\d+)$")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -41,7 +41,8 @@ class WorkerURLError(ValueError):
 def split_dp_rank(url):
     """``('http://h:8000', 1)`` for the gateway's data-parallel entry ``http://h:8000@1``;
     ``(url, None)`` for any other URL. The suffix follows the port, where a URL parser would read
-    ``h:8000`` as a user name, so it is taken off before parsing."""
+    ``h:8000`` as a user name, so it is taken off before parsing (only after an explicit port, as
+    the gateway writes it: ``http://user@h`` stays a URL with user info, which is refused)."""
     text = str(url).strip()
     match = _DP_ENTRY.match(text)
     if match:
@@ -67,56 +68,69 @@ def worker_identity(url):
         raise WorkerURLError("%r is not a server's base URL (http://host:port, no path, query or user)" % (url,))
     host = parts.hostname.lower()
     try:
-        host = ipaddress.ip_address(host).compressed
+        host = _address(host)
     except ValueError:
         host = host.rstrip(".")
+    if not host:
+        raise WorkerURLError("%r is not an absolute http(s) URL (http://host:port)" % (url,))
     return scheme, host, port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+def _address(text):
+    """An address literal's canonical form (an IPv4-mapped IPv6 address as its IPv4 address);
+    ValueError for a name."""
+    address = ipaddress.ip_address(text)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).compressed
 
 
 def _addresses(host, port, resolve):
     try:
-        return {ipaddress.ip_address(host).compressed}
+        return {_address(host)}
     except ValueError:
         pass
     if not resolve:
         return set()
     try:
-        return {ipaddress.ip_address(info[4][0].split("%", 1)[0]).compressed
-                for info in resolve(host, port, proto=socket.IPPROTO_TCP)}
+        return {_address(info[4][0].split("%", 1)[0]) for info in resolve(host, port, proto=socket.IPPROTO_TCP)}
     except (OSError, UnicodeError, ValueError):
         return set()
 
 
+class _Matcher:
+    """Whether URLs name the same worker as one of ``urls``: each URL parsed once, each (host, port)
+    resolved at most once."""
+
+    def __init__(self, urls, resolve):
+        self.resolve = resolve
+        self.known = {}
+        self.wanted = [worker_identity(url) for url in urls]  # a bad URL here is an error
+
+    def addresses(self, host, port):
+        if (host, port) not in self.known:
+            self.known[(host, port)] = _addresses(host, port, self.resolve)
+        return self.known[(host, port)]
+
+    def matches(self, url):
+        """True when ``url`` names one of the wanted workers; False for it and for a URL that is
+        not an http(s) base URL (a gRPC worker at the gateway)."""
+        try:
+            scheme, host, port = worker_identity(url)
+        except WorkerURLError:
+            return False
+        for want_scheme, want_host, want_port in self.wanted:
+            if (scheme, port) != (want_scheme, want_port):
+                continue
+            if host == want_host or self.addresses(host, port) & self.addresses(want_host, want_port):
+                return True
+        return False
+
+
 def same_worker(first, second, resolve=socket.getaddrinfo):
     """Whether two URLs name the same worker (see the module docstring). ``resolve`` is
-    ``socket.getaddrinfo`` or None (compare the names only)."""
-    scheme_a, host_a, port_a = worker_identity(first)
-    scheme_b, host_b, port_b = worker_identity(second)
-    if (scheme_a, port_a) != (scheme_b, port_b):
-        return False
-    if host_a == host_b:
-        return True
-    return bool(_addresses(host_a, port_a, resolve) & _addresses(host_b, port_b, resolve))
-
-
-def _once(resolve):
-    """``resolve`` asking about each (host, port) once (a list of many entries resolves the same
-    few names again and again); None stays None."""
-    if resolve is None:
-        return None
-    answers = {}
-
-    def cached(host, port, proto=0):
-        key = (host, port, proto)
-        if key not in answers:
-            try:
-                answers[key] = resolve(host, port, proto=proto)
-            except OSError as exc:
-                answers[key] = exc
-        if isinstance(answers[key], OSError):
-            raise answers[key]
-        return answers[key]
-    return cached
+    ``socket.getaddrinfo`` or None (compare the names only). WorkerURLError for a bad URL."""
+    worker_identity(first)
+    return _Matcher([second], resolve).matches(first)
 
 
 def entry_url(entry):
@@ -130,23 +144,20 @@ def workers_of(entries, urls, resolve=socket.getaddrinfo):
     workers as the inventory names them), every spelling and every data-parallel rank of each.
     Raises WorkerURLError for a bad URL in ``urls``; an entry whose URL is not an http(s) URL
     (a gRPC worker) is never one of them."""
-    wanted = list(urls or [])
-    for url in wanted:
-        worker_identity(url)
-    resolve = _once(resolve)
-    found = []
-    for entry in entries or []:
-        url = entry_url(entry)
-        try:
-            worker_identity(url)
-        except WorkerURLError:
-            continue
-        if any(same_worker(url, want, resolve) for want in wanted):
-            found.append(entry)
-    return found
+    matcher = _Matcher(urls or [], resolve)
+    return [entry for entry in entries or [] if matcher.matches(entry_url(entry))]
 
 
 def missing_workers(urls, entries, resolve=socket.getaddrinfo):
     """The URLs of ``urls`` that no entry of the gateway's list is, in any spelling: what an
     undrain may register without adding a second copy of a worker."""
-    return [url for url in urls if not workers_of(entries, [url], resolve)]
+    urls = list(urls or [])
+    held = [entry_url(entry) for entry in entries or []]
+    found = []
+    shared = {}
+    for url in urls:
+        matcher = _Matcher([url], resolve)
+        matcher.known = shared  # one resolution of each name for the whole list
+        if not any(matcher.matches(entry) for entry in held):
+            found.append(url)
+    return found

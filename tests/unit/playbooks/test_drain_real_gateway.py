@@ -133,11 +133,16 @@ def drain(tmp_path, gateway, action, ports):
     extra = {"ansible_host": "127.0.0.1", "rollout_action": action, "__rollout_router_url": gateway.url,
              "__rollout_drain_timeout": 10, "sglang_services_endpoints": endpoints, "sglang_services_units": {}}
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
+               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     proc = subprocess.run(["ansible-playbook", "-i", "node,", "-c", "local", str(play), "-e", json.dumps(extra)],
                           capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    report = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{\n"):])[0]
+    calls = {}
+    for task in report["plays"][0]["tasks"]:
+        result = task["hosts"].get("node", {})
+        calls[task["task"]["name"]] = [item["item"] for item in result.get("results", []) if not item.get("skipped")]
+    return calls  # task name -> the loop items it ran (the gateway calls it made)
 
 
 def test_every_spelling_and_every_rank_of_the_host_s_workers_leaves_the_gateway(tmp_path, gateway):
@@ -150,7 +155,8 @@ def test_every_spelling_and_every_rank_of_the_host_s_workers_leaves_the_gateway(
         gw.register(url)
     assert gw.urls() == sorted(["http://127.0.0.1:%d/" % a, "http://localhost:%d" % a, "http://127.0.0.1:%d" % b,
                                 "http://127.0.0.1:%d@0" % dp, "http://127.0.0.1:%d@1" % dp])
-    drain(tmp_path, gw, "drain", {"eagle3": a, "dflash": dp})
+    calls = drain(tmp_path, gw, "drain", {"eagle3": a, "dflash": dp})
+    assert len(calls["Router | Remove them from the router"]) == 4  # a twice, dp's two ranks
     # The gateway answers a removal with 202 and removes in the background.
     wait_for(lambda: gw.urls() == ["http://127.0.0.1:%d" % b], "only b left: %s" % gw.urls(), timeout=20)
 
@@ -159,11 +165,12 @@ def test_the_undrain_adds_no_second_copy_of_a_worker_the_gateway_holds_in_anothe
     gw, ports = gateway
     a, b = ports["a"], ports["b"]
     gw.register("http://127.0.0.1:%d/" % a)  # a is there, spelled with a slash; b is not
-    drain(tmp_path, gw, "undrain", {"eagle3": a, "autoregressive": b})
+    calls = drain(tmp_path, gw, "undrain", {"eagle3": a, "autoregressive": b})
+    assert calls["Router | Add them back"] == ["http://127.0.0.1:%d" % b]  # the only POST /workers
     wait_for(lambda: len(gw.workers()) == 2 and all(e.get("is_healthy") for e in gw.workers()),
              "b registered and nothing else (the gateway holds %s)" % gw.urls())
     assert gw.urls() == sorted(["http://127.0.0.1:%d/" % a, "http://127.0.0.1:%d" % b])
     # Again: both are there, nothing is registered.
-    drain(tmp_path, gw, "undrain", {"eagle3": a, "autoregressive": b})
-    time.sleep(2)
+    calls = drain(tmp_path, gw, "undrain", {"eagle3": a, "autoregressive": b})
+    assert calls["Router | Add them back"] == []
     assert gw.urls() == sorted(["http://127.0.0.1:%d/" % a, "http://127.0.0.1:%d" % b])

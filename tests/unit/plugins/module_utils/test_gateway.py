@@ -50,7 +50,7 @@ def table(names):
     ("http://node-1", ("http", "node-1", 80)),
     ("https://node-1", ("https", "node-1", 443)),
     ("http://[0:0:0:0:0:0:0:1]:30000", ("http", "::1", 30000)),
-    ("http://[::FFFF:10.0.0.1]:30000", ("http", "::ffff:a00:1", 30000)),
+    ("http://[::FFFF:10.0.0.1]:30000", ("http", "10.0.0.1", 30000)),  # IPv4-mapped: the IPv4 address
     ("http://127.0.0.1:39103@1", ("http", "127.0.0.1", 39103)),
     ("  http://h:8000\n", ("http", "h", 8000)),
 ])
@@ -68,6 +68,8 @@ def test_identity_normalises_what_the_gateway_keeps_verbatim(url, identity):
     ("http://node-1:30000?x=1", "not a server's base URL"),
     ("http://admin@node-1:30000", "not a server's base URL"),
     ("http://node-1:99999", "not a valid URL"),
+    ("http://.:30000", "not an absolute http(s) URL"),
+    ("http://admin@1", "not a server's base URL"),
 ])
 def test_a_url_that_is_not_a_server_base_url_is_refused(url, words):
     with pytest.raises(g.WorkerURLError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -80,6 +82,7 @@ def test_the_dp_suffix_is_split_off_only_where_the_gateway_puts_it():
     # User info before the host is not a rank, and neither is anything after a path.
     assert g.split_dp_rank("http://user@h:8000") == ("http://user@h:8000", None)
     assert g.split_dp_rank("http://h:8000/x@1") == ("http://h:8000/x@1", None)
+    assert g.split_dp_rank("http://user@1") == ("http://user@1", None)
 
 
 def test_every_spelling_of_the_host_s_worker_is_drained():
@@ -114,6 +117,11 @@ def test_real_resolution_of_localhost_on_the_controller():
 def test_every_rank_of_a_data_parallel_worker_is_drained():
     assert ids(g.workers_of(DP_AWARE, ["http://127.0.0.1:39103"], resolve=None)) == ["01a242d0-7093", "01a242d0-defb"]
     assert ids(g.workers_of(DP_AWARE, ["http://127.0.0.1:39102/"], resolve=None)) == ["01a242d0-6cc8"]
+
+
+def test_an_ipv4_mapped_address_is_its_ipv4_address():
+    assert g.same_worker("http://[::ffff:10.0.0.1]:30000", "http://10.0.0.1:30000", resolve=None)
+    assert not g.same_worker("http://[::1]:30000", "http://127.0.0.1:30000", resolve=None)
 
 
 def test_another_port_or_scheme_is_another_worker():
@@ -156,4 +164,8 @@ def test_each_name_is_resolved_once_per_lookup():
         return inner(host, port, proto)
     entries = [{"id": str(i), "url": "http://fleet-node-2:30000"} for i in range(5)] + [{"id": "x", "url": "http://gone:30000"}]
     assert g.workers_of(entries, ["http://fleet-node-1:30000"], resolve=resolve) == []
+    assert sorted(asked) == ["fleet-node-1", "fleet-node-2", "gone"]
+    asked.clear()
+    urls = ["http://fleet-node-1:30000", "http://10.0.0.12:30000", "http://fleet-node-1:30000/"]
+    assert g.missing_workers(urls, entries, resolve=resolve) == ["http://fleet-node-1:30000", "http://fleet-node-1:30000/"]
     assert sorted(asked) == ["fleet-node-1", "fleet-node-2", "gone"]
