@@ -10,7 +10,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.module_utils import gateway
 from ansible_collections.blackwell.sglang.plugins.module_utils.rollout import (
-    fleet_report_row, rollout_problems)
+    drain_gone_problems, drain_load_problems, fleet_report_row, rollout_gateways, rollout_problems, undrain_problems)
 
 
 def gateway_workers_of(entries, urls):
@@ -30,11 +30,41 @@ def gateway_missing_workers(urls, entries):
         raise AnsibleFilterError("gateway_missing_workers: %s" % exc) from exc
 
 
+def gateway_inventory_worker_urls(hostvars_by_host):
+    """The worker URLs of ``{host: hostvars}``: ``http://<address>:<port>`` per active service in each
+    host's ``sglang_services_endpoints`` (module_utils/gateway.py, ``inventory_worker_urls``); the
+    gateway role's manifest and the rollout's drain of one host both name workers through it."""
+    try:
+        return gateway.inventory_worker_urls(hostvars_by_host)
+    except (gateway.MissingEndpointsError, gateway.WorkerURLError) as exc:
+        raise AnsibleFilterError("gateway_inventory_worker_urls: %s" % exc) from exc
+
+
+def gateway_problems(settings):
+    """Problems of the gateway role's settings, one sentence each (module_utils/gateway.py)."""
+    return gateway.gateway_problems(settings)
+
+
+def gateway_admin_key(gateway_hostvars):
+    """The Bearer key for a gateway host's worker API, from its sglang_gateway_api_key and
+    sglang_gateway_control_plane_api_keys (module_utils/gateway.py, ``admin_key``)."""
+    gateway_hostvars = gateway_hostvars or {}
+    return gateway.admin_key(gateway_hostvars.get("sglang_gateway_api_key"),
+                             gateway_hostvars.get("sglang_gateway_control_plane_api_keys"))
+
+
 class FilterModule:
     def filters(self):
         return {
             "rollout_problems": rollout_problems,
+            "rollout_gateways": rollout_gateways,
+            "drain_gone_problems": drain_gone_problems,
+            "drain_load_problems": drain_load_problems,
+            "gateway_undrain_problems": undrain_problems,
             "fleet_report_row": fleet_report_row,
             "gateway_workers_of": gateway_workers_of,
             "gateway_missing_workers": gateway_missing_workers,
+            "gateway_inventory_worker_urls": gateway_inventory_worker_urls,
+            "gateway_problems": gateway_problems,
+            "gateway_admin_key": gateway_admin_key,
         }

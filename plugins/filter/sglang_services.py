@@ -76,7 +76,14 @@ def sglang_service_argv(settings, name):
                  "--speculative-draft-model-path", str(settings.get("draft_model_path") or "")]
         if _set(settings.get("dflash_block_size")):
             argv += ["--speculative-dflash-block-size", str(settings["dflash_block_size"])]
-    for key, value in sorted((settings.get("extra_args") or {}).items()):
+    return argv + extra_argv(settings.get("extra_args"))
+
+
+def extra_argv(extra_args):
+    """``{flag: value}`` as arguments, sorted by flag: ``true`` a bare flag, ``false``/None left out, a
+    list the flag then its values, a dict as JSON (the services' and the gateway's extra_args)."""
+    argv = []
+    for key, value in sorted((extra_args or {}).items()):
         if value is None or value is False:
             continue
         if value is True:
@@ -272,6 +279,7 @@ class FilterModule:
     def filters(self):
         return {
             "sglang_service_argv": sglang_service_argv,
+            "sglang_extra_argv": extra_argv,
             "sglang_services_argvs": sglang_services_argvs,
             "sglang_services_problems": sglang_services_problems,
             "sglang_services_conflicts": sglang_services_conflicts,

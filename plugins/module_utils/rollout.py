@@ -13,9 +13,10 @@ import os
 import re
 import tempfile
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import gateway
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import bool_problem
 
-DRAIN_BUILTIN = ("none", "sglang_router")
+DRAIN_BUILTIN = ("none", "sglang_gateway", "sglang_router")
 RESULTS = ("ok", "unchanged", "rolled back", "failed", "not reached")
 # The report's columns: (key in a row, Markdown heading).
 COLUMNS = (
@@ -62,22 +63,31 @@ def rollout_problems(settings):
     problems = serial_problems(settings.get("serial"))
     drain = settings.get("drain")
     if not isinstance(drain, str) or not drain:
-        problems.append("rollout_drain must be none, sglang_router or the path of a tasks file, not %r" % (drain,))
+        problems.append("rollout_drain must be none, sglang_gateway, sglang_router or the path of a tasks file, not %r" % (drain,))
     elif drain not in DRAIN_BUILTIN:
         if not drain.startswith("/"):
-            problems.append("rollout_drain %r is neither none nor sglang_router; a tasks file must be given "
-                            "by its absolute path" % drain)
+            problems.append("rollout_drain %r is none of none, sglang_gateway, sglang_router; a tasks file must be "
+                            "given by its absolute path" % drain)
         else:
             stat = settings.get("drain_file") or {}
             if not stat.get("exists"):
                 problems.append("rollout_drain: the tasks file %s does not exist on the controller" % drain)
             elif not stat.get("isreg"):
                 problems.append("rollout_drain: %s is not a file" % drain)
-    if drain == "sglang_router" and not re.match(r"^https?://[^/\s]+", str(settings.get("router_url") or "")):
-        problems.append("rollout_drain=sglang_router needs rollout_router_url, the router's base URL "
-                        "(http://router:30000), not %r" % (settings.get("router_url"),))
-    for name in ("drain_timeout", "smoke_timeout"):
-        value = settings.get(name)
+    if drain == "sglang_router":
+        try:
+            gateway.worker_identity(settings.get("router_url") or "")
+        except gateway.WorkerURLError:
+            problems.append("rollout_drain=sglang_router needs rollout_router_url, the gateway's absolute base URL "
+                            "(http://gateway:30000), not %r" % (settings.get("router_url"),))
+    if drain == "sglang_gateway" and not settings.get("gateway_hosts"):
+        problems.append("rollout_drain=sglang_gateway needs a host in the inventory group sglang_gateway "
+                        "(the sglang_gateway role runs the gateway there)")
+    require = bool_problem("rollout_drain_require_loads", settings.get("require_loads", True))
+    if require:
+        problems.append(require)
+    for name in ("drain_timeout", "smoke_timeout", "gateway_timeout"):
+        value = settings.get(name, 120 if name == "gateway_timeout" else None)
         if isinstance(value, bool) or not str(value).isdigit() or int(value) < 1:
             problems.append("rollout_%s must be a whole number of seconds >= 1, not %r" % (name, value))
     report_dir = settings.get("report_dir")
@@ -203,3 +213,116 @@ def write_fleet_report(directory, run_id, title, pairs, write=True):
                     os.unlink(tmp)
                 raise
     return document, markdown, files
+
+
+# The drain through the model gateway (playbooks/tasks/rollout_drain_gateway.yml): which gateways
+# it talks to, and what the answers it read say. Each takes the `results` of an
+# ansible.builtin.uri loop (status, json, msg, item) and returns sentences, [] when all is well.
+
+def rollout_gateways(drain, router_url, gateway_hosts, hostvars):
+    """[{host, url, manifest}] the drain talks to: for sglang_router the router from the controller
+    (host localhost, no manifest); for sglang_gateway each host of the gateway group, at its local
+    address (the sglang_gateway role's facts sglang_gateway_local_url and sglang_gateway_manifest)."""
+    if drain == "sglang_router":
+        return [{"host": "localhost", "url": str(router_url).rstrip("/"), "manifest": ""}]
+    found = []
+    for host in gateway_hosts or []:
+        facts = hostvars.get(host) or {}
+        found.append({"host": host, "url": str(facts.get("sglang_gateway_local_url") or ""),
+                      "manifest": str(facts.get("sglang_gateway_manifest") or "")})
+    return found
+
+
+def _where(result):
+    item = result.get("item") or {}
+    return "gateway %s (%s)" % (item.get("host"), item.get("url")) if isinstance(item, dict) and "host" in item else "the gateway"
+
+
+def _unread(result):
+    """Why an answer of GET /workers cannot be read, or ''."""
+    if result.get("status") != 200:
+        return "%s answered GET /workers with HTTP %s%s" % (
+            _where(result), result.get("status", "?"), (": %s" % result["msg"]) if result.get("msg") else "")
+    workers = (result.get("json") or {}).get("workers") if isinstance(result.get("json"), dict) else None
+    if not isinstance(workers, list):
+        return "%s answered GET /workers with no worker list" % _where(result)
+    return ""
+
+
+def drain_gone_problems(results, urls, timeout):
+    """After the wait for the host's workers to leave: each gateway whose list still holds one, in
+    any spelling or data-parallel rank, or whose answer cannot be read."""
+    problems = []
+    for result in results or []:
+        if result.get("skipped"):
+            continue
+        unread = _unread(result)
+        if unread:
+            problems.append(unread)
+            continue
+        left = gateway.workers_of(result["json"]["workers"], urls)
+        if left:
+            problems.append("%s still lists %s after %s s; the service was not restarted" % (
+                _where(result), ", ".join(sorted({str(entry.get("url")) for entry in left})), timeout))
+    return problems
+
+
+def unhealthy_workers(urls, entries):
+    """{url: why} for each of ``urls`` the gateway does not list healthy: no entry in any spelling,
+    or an entry (any data-parallel rank) whose ``is_healthy`` is not true or whose ``status`` is not
+    ``ready`` (smg 1.13.0's GET /workers fields)."""
+    why = {}
+    for url in urls or []:
+        held = gateway.workers_of(entries or [], [url])
+        if not held:
+            why[url] = "not listed"
+            continue
+        bad = [entry for entry in held if entry.get("is_healthy") is not True or entry.get("status", "ready") != "ready"]
+        if bad:
+            why[url] = "listed but not healthy (%s)" % ", ".join(
+                "%s: is_healthy %s, status %s" % (entry.get("url"), entry.get("is_healthy"), entry.get("status")) for entry in bad)
+    return why
+
+
+def undrain_problems(results, urls, timeout):
+    """After the wait for the host's workers to come back: each worker a gateway does not list
+    healthy, or a gateway whose answer cannot be read."""
+    problems = []
+    for result in results or []:
+        if result.get("skipped"):
+            continue
+        unread = _unread(result)
+        if unread:
+            problems.append(unread)
+            continue
+        for url, why in unhealthy_workers(urls, result["json"]["workers"]).items():
+            problems.append("%s: %s %s after %s s" % (_where(result), url, why, timeout))
+    return problems
+
+
+def drain_load_problems(results, timeout, require=True):
+    """After the wait for the server's requests in flight (GET /v1/loads, one result per active
+    service): the requests still running or waiting, and each answer that cannot be read, which is
+    a problem unless ``require`` is false (rollout_drain_require_loads: restart without knowing)."""
+    problems = []
+    for result in results or []:
+        if result.get("skipped"):
+            continue
+        item = result.get("item") or {}
+        url = "%s/v1/loads" % ((item.get("value") or {}).get("url") if isinstance(item, dict) else "?")
+        document = result.get("json") if isinstance(result.get("json"), dict) else {}
+        loads = document.get("loads")
+        if result.get("status") != 200 or not isinstance(loads, list) or not all(isinstance(load, dict) for load in loads):
+            if require:
+                problems.append(
+                    "cannot tell what %s has in flight: %s answered %s; set rollout_drain_require_loads=false to "
+                    "restart without that figure" % (item.get("key", "the service"), url,
+                                                     "HTTP %s" % result.get("status", "?") if result.get("status") != 200
+                                                     else "with no load report"))
+            continue
+        running = sum(int(load.get("num_running_reqs") or 0) for load in loads)
+        waiting = sum(int(load.get("num_waiting_reqs") or 0) for load in loads)
+        if running or waiting:
+            problems.append("%s still has %d running and %d waiting requests after %s s (rollout_drain_timeout)"
+                            % (url, running, waiting, timeout))
+    return problems

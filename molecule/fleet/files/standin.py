@@ -1,39 +1,60 @@
-"""Test double, fleet scenario only: stands in for what cannot run on a lab node without a GPU.
+"""Test double for an SGLang server (the fleet scenario and the unit tests against the real model
+gateway): a lab node has no GPU and no weights, so the real server cannot start there. It is not
+a model server; it answers what the collection and the gateway ask a server, as SGLang does:
 
-  standin.py server --port N   replaces an SGLang server (the scenario's prepare puts it in the units'
-                               ExecStart= through a systemd drop-in; ExecStartPre=, the FlashInfer
-                               pre-warm check, stays real). It answers what the collection calls on a
-                               server: GET /health_generate, POST /generate, GET /v1/loads. It reports
-                               the venv it was started from (its interpreter's real sys.prefix) and
-                               appends "start <venv id>" to /var/lib/sglang/standin-starts.log.
-                               A venv id listed in /etc/sglang/standin-fail makes it unhealthy (503).
-  standin.py router --port N --log FILE
-                               replaces an SGLang router (model gateway)'s worker API: GET /workers,
-                               POST /workers {"url"}, DELETE /workers/{id}; every call is appended to
-                               FILE as one JSON line. Runs on the controller (the tests start it).
+  - GET /health, /health_generate (200, 503 when failing; never behind the API key: SGLang's
+    add_api_key_middleware, sglang/srt/utils/common.py, lets /health* and /metrics* through);
+  - what smg 1.13.0 probes before and after it registers a worker (seen in the gateway's calls):
+    /server_info and /get_server_info (model_path, served_model_name, tp_size, dp_size, version),
+    /model_info and /get_model_info, /v1/models, /v1/loads?include=... and /loads, whose figures
+    are this process's own requests in flight (num_running_reqs per DP rank, as SGLang's
+    sglang/srt/entrypoints/v1_loads.py reports them);
+  - POST /generate (SGLang's native {"text": ...}) and /v1/completions, /v1/chat/completions
+    (OpenAI's shape), each answered after the configured delay, so requests are in flight during a
+    drain.
+
+  standin.py server --port N [--host H] [--dp-size N] [--state-dir D] [--config F]
+
+The test knobs, read on every request from --config (default /etc/sglang/standin.json, JSON):
+"delay" (seconds each generation takes), "api_key" (requests other than /health* need
+"Authorization: Bearer <key>", else 401 {"error": "Unauthorized"}, as SGLang's --api-key), "loads"
+("error": /v1/loads answers 500, "garbage": 200 with a body that is not a load report). A venv id
+listed in /etc/sglang/standin-fail when it starts makes it unhealthy (503) and its generations fail.
+It appends "start <venv id> <time>" to <state-dir>/standin-starts.log and reports the venv it was
+started from (its interpreter's real sys.prefix) in /server_info.
 """
 
 import argparse
 import json
 import os
 import sys
+import threading
 import time
-import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 VENV = os.path.realpath(sys.prefix)
 VENV_ID = os.path.basename(VENV)
+MODEL = "/models/standin"
 
 
-def failing():
+def failing(path="/etc/sglang/standin-fail"):
     try:
-        with open("/etc/sglang/standin-fail", encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             return VENV_ID in handle.read().split()
     except OSError:
         return False
 
 
-class JsonHandler(BaseHTTPRequestHandler):
+class Server(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as the gateway's connection pool expects
+
+    def knobs(self):
+        try:
+            with open(self.server.config, encoding="utf-8") as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return {}
+
     def reply(self, status, body):
         data = json.dumps(body).encode()
         self.send_response(status)
@@ -42,48 +63,71 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-
-class Server(JsonHandler):
+    def allowed(self, path, knobs):
+        key = knobs.get("api_key")
+        if not key or path.startswith("/health") or self.headers.get("Authorization") == "Bearer " + key:
+            return True
+        self.reply(401, {"error": "Unauthorized"})
+        return False
 
     def do_GET(self):  # noqa: N802 (http.server's name)
-        if self.path.startswith("/health_generate"):
+        path = self.path.split("?", 1)[0]
+        knobs = self.knobs()
+        if not self.allowed(path, knobs):
+            return
+        dp_size = self.server.dp_size
+        if path in ("/health", "/health_generate"):
             self.reply(503 if self.server.failing else 200, {"venv": VENV})
-        elif self.path.startswith("/v1/loads"):
-            self.reply(200, {"loads": [{"dp_rank": 0, "num_running_reqs": 0, "num_waiting_reqs": 0}]})
-        elif self.path.startswith("/server_info"):
-            self.reply(200, {"venv": VENV, "stand_in": True})
+        elif path in ("/server_info", "/get_server_info"):
+            self.reply(200, {"model_path": MODEL, "served_model_name": "standin", "tp_size": 1, "dp_size": dp_size,
+                             "version": "0.5.23", "venv": VENV, "stand_in": True})
+        elif path in ("/model_info", "/get_model_info"):
+            self.reply(200, {"model_path": MODEL, "tokenizer_path": MODEL, "is_generation": True})
+        elif path == "/v1/models":
+            self.reply(200, {"object": "list", "data": [{"id": "standin", "object": "model", "owned_by": "stand-in"}]})
+        elif path in ("/v1/loads", "/loads"):
+            if knobs.get("loads") == "error":
+                self.reply(500, {"error": "stand-in told to fail /v1/loads"})
+            elif knobs.get("loads") == "garbage":
+                self.reply(200, {"unexpected": True})
+            else:
+                running = self.server.in_flight
+                # The requests in flight on rank 0; SGLang reports one entry per DP rank.
+                self.reply(200, {"loads": [{"dp_rank": rank, "num_running_reqs": running if rank == 0 else 0,
+                                            "num_waiting_reqs": 0} for rank in range(dp_size)]})
         else:
-            self.reply(404, {"error": self.path})
+            self.reply(404, {"error": "not served by the stand-in: %s" % path})
 
     def do_POST(self):  # noqa: N802
+        path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length") or 0)
         request = json.loads(self.rfile.read(length) or b"{}")
-        if self.path.startswith("/generate") and not self.server.failing:
-            self.reply(200, {"text": " Paris (stand-in, venv %s)" % VENV_ID, "prompt": request.get("text")})
-        else:
-            self.reply(503 if self.server.failing else 404, {"error": self.path})
-
-
-class Router(JsonHandler):
-    def log_call(self, entry):
-        with open(self.server.log, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(dict(entry, time=time.time())) + "\n")
-
-    def do_GET(self):  # noqa: N802
-        workers = list(self.server.workers.values())
-        self.reply(200, {"workers": workers, "total": len(workers)})
-
-    def do_POST(self):  # noqa: N802
-        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-        worker = {"id": str(uuid.uuid4()), "url": request["url"], "worker_type": "regular"}
-        self.server.workers[worker["id"]] = worker
-        self.log_call({"call": "add", "url": request["url"]})
-        self.reply(202, {"status": "accepted", "worker_id": worker["id"]})
-
-    def do_DELETE(self):  # noqa: N802
-        worker = self.server.workers.pop(self.path.rsplit("/", 1)[-1], None)
-        self.log_call({"call": "remove", "url": worker and worker["url"]})
-        self.reply(202 if worker else 404, {"status": "accepted" if worker else "unknown worker"})
+        knobs = self.knobs()
+        if not self.allowed(path, knobs):
+            return
+        if path not in ("/generate", "/v1/completions", "/v1/chat/completions"):
+            self.reply(404, {"error": "not served by the stand-in: %s" % path})
+            return
+        with self.server.lock:
+            self.server.in_flight += 1
+        try:
+            time.sleep(float(knobs.get("delay") or 0))
+            if self.server.failing:
+                self.reply(503, {"error": "stand-in told to fail for venv %s" % VENV_ID})
+                return
+            text = " Paris (stand-in, venv %s)" % VENV_ID
+            if path == "/generate":
+                self.reply(200, {"text": text, "prompt": request.get("text"), "meta_info": {"id": "standin"}})
+            elif path == "/v1/completions":
+                self.reply(200, {"id": "standin", "object": "text_completion", "model": "standin",
+                                 "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]})
+            else:
+                self.reply(200, {"id": "standin", "object": "chat.completion", "model": "standin",
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                              "finish_reason": "stop"}]})
+        finally:
+            with self.server.lock:
+                self.server.in_flight -= 1
 
     def log_message(self, *args):  # quiet
         pass
@@ -91,25 +135,22 @@ class Router(JsonHandler):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["server", "router"])
+    parser.add_argument("mode", choices=["server"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--log")
-    parser.add_argument("--worker", action="append", default=[], help="router: a worker URL known at start")
+    parser.add_argument("--dp-size", type=int, default=1)
+    parser.add_argument("--state-dir", default="/var/lib/sglang")
+    parser.add_argument("--config", default="/etc/sglang/standin.json")
     args = parser.parse_args()
-    if args.mode == "server":
-        httpd = ThreadingHTTPServer((args.host, args.port), Server)
-        httpd.failing = failing()
-        with open("/var/lib/sglang/standin-starts.log", "a", encoding="utf-8") as handle:
-            handle.write("start %s %d\n" % (VENV_ID, time.time()))
-    else:
-        httpd = ThreadingHTTPServer((args.host, args.port), Router)
-        httpd.log = args.log
-        httpd.workers = {}
-        for url in args.worker:
-            httpd.workers[str(uuid.uuid4())] = {"id": None, "url": url}
-        for key, worker in httpd.workers.items():
-            worker["id"] = key
+    httpd = ThreadingHTTPServer((args.host, args.port), Server)
+    httpd.daemon_threads = True
+    httpd.failing = failing()
+    httpd.dp_size = args.dp_size
+    httpd.config = args.config
+    httpd.in_flight = 0
+    httpd.lock = threading.Lock()
+    with open(os.path.join(args.state_dir, "standin-starts.log"), "a", encoding="utf-8") as handle:
+        handle.write("start %s %d\n" % (VENV_ID, time.time()))
     httpd.serve_forever()
 
 

@@ -7,13 +7,14 @@ the controller's store, the B300 building its own key), then node 1 as the canar
 then the B300, each service started once and gated; the fleet report says so. Node 1 switches to a new venv (built and warmed before current
 moves); node 2 installs that venv afterwards (its sources newer than node 1's objects, as on a real
 fleet) and seeds it without compiling. A version that fails its health gate on the canary is rolled
-back by itself (no compile), drained and undrained through a router, and the rollout stops before
+back by itself (no compile), and the rollout stops before
 the other two nodes. A failed warm-up leaves current alone; a truncated artifact makes node 2 build locally and
 end whole, and its export repairs the store; bad rollout settings and a bad host setting stop the
 rollout before anything changed.
 
 The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started by the units
-through prepare.yml's drop-in (a lab node has no GPU), and the router's worker API (started here).
+through prepare.yml's drop-in (a lab node has no GPU). The drain through the real model gateway is
+tested in tests/unit/playbooks/test_drain_real_gateway.py.
 Everything else runs for real; task order and results come from Ansible's JSON callback.
 """
 
@@ -21,10 +22,7 @@ import glob
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
-import time
 
 import testinfra
 
@@ -221,13 +219,7 @@ def test_3_the_second_node_installs_that_venv_later_and_compiles_nothing():
     assert ninja_has_nothing_to_do(NODE2, module_dir(NODE2))
 
 
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops(tmp_path):
+def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops():
     # Both PRO 6000 nodes run the new venv (tests 2 and 3), the B300 the original; the rollout goes
     # back to the original (warm everywhere), which the stand-in is told to fail for: a version that
     # does not come up healthy.
@@ -241,24 +233,17 @@ def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops(tm
     for restart in ("restart", "restart"):
         HOSTS[NODE1].check_output("systemctl %s %s" % (restart, UNIT))
     so = {venv: stats(NODE1, module_dir(NODE1, venv)) for venv in (original, upgraded)}
-    port, log = free_port(), tmp_path / "router.jsonl"
-    router = subprocess.Popen([sys.executable, os.path.join(ROOT, "molecule", "fleet", "files", "standin.py"), "router",
-                               "--port", str(port), "--log", str(log)]
-                              + ["--worker=http://%s:30000" % name for name in HOSTS])
     try:
-        time.sleep(1)
-        rc, tasks, text = playbook(ROLLOUT, "all", "rollout_drain=sglang_router", "rollout_router_url=http://127.0.0.1:%d" % port,
-                                   {"rollout_serial": [1, "100%"]})
+        rc, tasks, text = playbook(ROLLOUT, "all", {"rollout_serial": [1, "100%"]})
     finally:
-        router.terminate()
         for host in HOSTS.values():
             host.check_output("rm -f /etc/sglang/standin-fail")
     assert rc != 0, text
     run = tasks[NODE1]
-    # Drained, switched, failed its health gate, back on previous, gated again, undrained, in that order.
-    assert index(run, "Router | Remove them from the router", changed=False) < index(run, "Switch | Point current at the venv") \
-        < index(run, "Rollback | Why this host failed", changed=False) < index(run, "Rollback | Stage previous", changed=False) \
-        < index(run, "Router | Add them back", changed=False)
+    # Switched, failed its health gate, back on previous, gated again, in that order. (The drain
+    # through the real gateway is tested in tests/unit/playbooks/test_drain_real_gateway.py.)
+    assert index(run, "Switch | Point current at the venv") < index(run, "Rollback | Why this host failed", changed=False) \
+        < index(run, "Rollback | Stage previous", changed=False)
     assert (current(NODE1), HOSTS[NODE1].file("/opt/sglang/previous").linked_to) == (upgraded, original)
     assert serving(NODE1) == upgraded
     assert starts(NODE1)[-2:] == [os.path.basename(original), os.path.basename(upgraded)]
@@ -269,10 +254,7 @@ def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops(tm
     assert (report[NODE2]["result"], report[NODE2]["venv"]) == (
         "not reached", "%s (staged %s)" % (os.path.basename(upgraded), os.path.basename(original)))
     assert (report[B300]["result"], report[B300]["venv"]) == ("not reached", os.path.basename(original))
-    # The router saw node 1 leave and come back; the other two were never touched: same venv link,
-    # same unit, same service start.
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [(c["call"], c["url"]) for c in calls] == [("remove", "http://%s:30000" % NODE1), ("add", "http://%s:30000" % NODE1)]
+    # The other two were never touched: same venv link, same unit, same service start.
     assert {name: (current(name), started_at(name), starts(name), unit(name)) for name in (NODE2, B300)} == others
     # Nothing compiled: the staged (original) venv was warm, and both caches are byte- and mtime-identical.
     warm = index(run, "Warm | Build the JIT modules (repairs what a killed build left)", changed=False)
@@ -335,7 +317,7 @@ def test_8_bad_rollout_settings_stop_it_before_anything_changed(tmp_path):
     rc, tasks, text = playbook(ROLLOUT, "all", {"rollout_serial": [1, 0], "rollout_drain": "bogus",
                                                 "rollout_report_dir": str(a_file)})
     assert rc != 0
-    for message in ("rollout_serial entry 0 is not a positive number", "rollout_drain 'bogus' is neither none nor sglang_router",
+    for message in ("rollout_serial entry 0 is not a positive number", "rollout_drain 'bogus' is none of none, sglang_gateway, sglang_router",
                     "rollout_report_dir: %s on the controller is not a directory" % a_file, "Nothing was changed."):
         assert message in text
     rc, tasks2, text = playbook(ROLLOUT, "all", "rollout_drain=/nonexistent/drain.yml")

@@ -267,7 +267,7 @@ def test_the_filters_the_role_calls_are_these_functions():
         "sglang_services_problems": f.sglang_services_problems, "sglang_services_conflicts": f.sglang_services_conflicts,
         "sglang_services_active_list": f.sglang_services_active_list, "sglang_gpu_set": f.gpu_set,
         "systemd_exec": f.systemd_exec, "sglang_services_endpoints": f.sglang_services_endpoints,
-        "sglang_services_gpu_sets": f.sglang_services_gpu_sets,
+        "sglang_services_gpu_sets": f.sglang_services_gpu_sets, "sglang_extra_argv": f.extra_argv,
     }
 
 

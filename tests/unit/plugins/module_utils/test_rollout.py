@@ -40,13 +40,18 @@ def test_good_settings_have_no_problems():
 
 
 @pytest.mark.parametrize("over, message", [
-    ({"drain": "bogus"}, "rollout_drain 'bogus' is neither none nor sglang_router; a tasks file must be given by its absolute path"),
-    ({"drain": ""}, "rollout_drain must be none, sglang_router or the path of a tasks file, not ''"),
-    ({"drain": None}, "rollout_drain must be none, sglang_router or the path of a tasks file, not None"),
+    ({"drain": "bogus"}, "rollout_drain 'bogus' is none of none, sglang_gateway, sglang_router; a tasks file must be given by its absolute path"),
+    ({"drain": ""}, "rollout_drain must be none, sglang_gateway, sglang_router or the path of a tasks file, not ''"),
+    ({"drain": None}, "rollout_drain must be none, sglang_gateway, sglang_router or the path of a tasks file, not None"),
     ({"drain": "/etc/drain.yml"}, "rollout_drain: the tasks file /etc/drain.yml does not exist on the controller"),
     ({"drain": "/etc", "drain_file": {"exists": True, "isreg": False}}, "rollout_drain: /etc is not a file"),
-    ({"drain": "sglang_router"}, "rollout_drain=sglang_router needs rollout_router_url, the router's base URL (http://router:30000), not ''"),
+    ({"drain": "sglang_router"}, "rollout_drain=sglang_router needs rollout_router_url, the gateway's absolute base URL (http://gateway:30000), not ''"),
     ({"drain": "sglang_router", "router_url": "router:30000"}, "needs rollout_router_url"),
+    ({"drain": "sglang_router", "router_url": "ftp://router:30000"}, "needs rollout_router_url"),
+    ({"drain": "sglang_router", "router_url": "http://router:30000/v1"}, "needs rollout_router_url"),
+    ({"drain": "sglang_gateway", "gateway_hosts": []}, "rollout_drain=sglang_gateway needs a host in the inventory group sglang_gateway"),
+    ({"gateway_timeout": 0}, "rollout_gateway_timeout must be a whole number of seconds >= 1, not 0"),
+    ({"require_loads": "maybe"}, "rollout_drain_require_loads"),
     ({"drain_timeout": 0}, "rollout_drain_timeout must be a whole number of seconds >= 1, not 0"),
     ({"smoke_timeout": "-5"}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not '-5'"),
     ({"smoke_timeout": True}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not True"),
@@ -121,10 +126,16 @@ def test_markdown_table():
 
 def test_the_filters_are_these_functions():
     from ansible_collections.blackwell.sglang.plugins.filter.rollout import (
-        FilterModule, gateway_missing_workers, gateway_workers_of)
+        FilterModule, gateway_admin_key, gateway_inventory_worker_urls, gateway_missing_workers, gateway_problems, gateway_workers_of)
     assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row,
                                         "gateway_workers_of": gateway_workers_of,
-                                        "gateway_missing_workers": gateway_missing_workers}
+                                        "gateway_missing_workers": gateway_missing_workers,
+                                        "gateway_inventory_worker_urls": gateway_inventory_worker_urls,
+                                        "gateway_problems": gateway_problems,
+                                        "rollout_gateways": r.rollout_gateways, "drain_gone_problems": r.drain_gone_problems,
+                                        "drain_load_problems": r.drain_load_problems,
+                                        "gateway_undrain_problems": r.undrain_problems,
+                                        "gateway_admin_key": gateway_admin_key}
 
 
 def test_the_report_is_written_as_json_and_markdown_and_replaced_by_the_next_batch(tmp_path):
@@ -157,3 +168,67 @@ def test_a_directory_that_cannot_be_written_raises(tmp_path):
     with pytest.raises(OSError):
         r.write_fleet_report(str(blocker / "reports"), "run", "Site", [("a", {})])
     assert blocker.read_text() == "not a directory"
+
+
+# The drain's reading of the gateway's and the server's answers (playbooks/tasks/rollout_drain_gateway.yml).
+W1, W2 = "http://10.0.0.1:30000", "http://10.0.0.2:30000"
+GW = {"host": "gw-1", "url": "http://127.0.0.1:30080"}
+
+
+def workers(*entries):
+    return {"status": 200, "json": {"workers": list(entries)}, "item": GW}
+
+
+def test_the_drain_is_confirmed_only_when_no_spelling_or_rank_is_listed():
+    assert r.drain_gone_problems([workers({"url": W2})], [W1], 120) == []
+    assert r.drain_gone_problems([workers({"url": "http://10.0.0.1:30000@1", "dp_base_url": W1}, {"url": W2})], [W1], 120) == [
+        "gateway gw-1 (http://127.0.0.1:30080) still lists http://10.0.0.1:30000@1 after 120 s; the service was not restarted"]
+    assert r.drain_gone_problems([{"status": 401, "msg": "Status code was 401", "item": GW}], [W1], 120) == [
+        "gateway gw-1 (http://127.0.0.1:30080) answered GET /workers with HTTP 401: Status code was 401"]
+    assert r.drain_gone_problems([{"status": 200, "json": {"error": "x"}, "item": GW}], [W1], 120) == [
+        "gateway gw-1 (http://127.0.0.1:30080) answered GET /workers with no worker list"]
+    assert r.drain_gone_problems([{"skipped": True}], [W1], 120) == []
+
+
+def test_the_undrain_is_confirmed_only_when_every_worker_and_rank_is_healthy_and_ready():
+    healthy = {"url": W1, "is_healthy": True, "status": "ready"}
+    assert r.undrain_problems([workers(healthy)], [W1], 60) == []
+    assert r.undrain_problems([workers(healthy)], [W1, W2], 60) == [
+        "gateway gw-1 (http://127.0.0.1:30080): http://10.0.0.2:30000 not listed after 60 s"]
+    pending = {"url": W1 + "@1", "dp_base_url": W1, "is_healthy": False, "status": "pending"}
+    assert r.undrain_problems([workers(dict(healthy, url=W1 + "@0", dp_base_url=W1), pending)], [W1], 60) == [
+        "gateway gw-1 (http://127.0.0.1:30080): http://10.0.0.1:30000 listed but not healthy "
+        "(http://10.0.0.1:30000@1: is_healthy False, status pending) after 60 s"]
+
+
+def loads(status=200, body=None, key="eagle3"):
+    return {"status": status, "json": body, "item": {"key": key, "value": {"url": "http://127.0.0.1:30000"}}}
+
+
+def test_in_flight_requests_come_from_the_server_s_figures_and_an_unreadable_answer_fails():
+    idle = {"loads": [{"dp_rank": 0, "num_running_reqs": 0, "num_waiting_reqs": 0}]}
+    busy = {"loads": [{"dp_rank": 0, "num_running_reqs": 2, "num_waiting_reqs": 0}, {"dp_rank": 1, "num_running_reqs": 1, "num_waiting_reqs": 3}]}
+    assert r.drain_load_problems([loads(body=idle)], 300) == []
+    assert r.drain_load_problems([loads(body=busy)], 300) == [
+        "http://127.0.0.1:30000/v1/loads still has 3 running and 3 waiting requests after 300 s (rollout_drain_timeout)"]
+    for answer, said in ((loads(401, {"error": "Unauthorized"}), "HTTP 401"), (loads(404), "HTTP 404"),
+                         (loads(body={"unexpected": True}), "with no load report"), (loads(body={"loads": [1]}), "with no load report")):
+        assert r.drain_load_problems([answer], 300) == [
+            "cannot tell what eagle3 has in flight: http://127.0.0.1:30000/v1/loads answered %s; set "
+            "rollout_drain_require_loads=false to restart without that figure" % said]
+        assert r.drain_load_problems([answer], 300, require=False) == []
+
+
+def test_the_gateways_of_each_drain():
+    assert r.rollout_gateways("sglang_router", "http://gw:30000/", [], {}) == [{"host": "localhost", "url": "http://gw:30000", "manifest": ""}]
+    hostvars = {"gw-1": {"sglang_gateway_local_url": "http://127.0.0.1:30080", "sglang_gateway_manifest": "/var/lib/sglang-gateway/workers.json"}}
+    assert r.rollout_gateways("sglang_gateway", "", ["gw-1"], hostvars) == [
+        {"host": "gw-1", "url": "http://127.0.0.1:30080", "manifest": "/var/lib/sglang-gateway/workers.json"}]
+
+
+def test_the_drain_sends_the_gateway_its_admin_key():
+    from ansible_collections.blackwell.sglang.plugins.filter.rollout import gateway_admin_key
+    assert gateway_admin_key({"sglang_gateway_api_key": "k"}) == "k"
+    assert gateway_admin_key({"sglang_gateway_api_key": "k", "sglang_gateway_control_plane_api_keys": [
+        "r:Reader:user:u1", "a:Ops:admin:a:with:colons"]}) == "a:with:colons"
+    assert gateway_admin_key({}) == ""

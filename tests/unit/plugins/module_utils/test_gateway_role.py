@@ -1,0 +1,109 @@
+"""The gateway role's Python: its workers from the inventory (module_utils/gateway.py
+inventory_worker_urls, filter gateway_inventory_worker_urls) and its preflight (gateway_problems)."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.blackwell.sglang.plugins.filter import rollout as f
+from ansible_collections.blackwell.sglang.plugins.filter.sglang_services import extra_argv, systemd_exec
+from ansible_collections.blackwell.sglang.plugins.module_utils import gateway as g
+
+EAGLE3 = {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}}
+
+GOOD = {
+    "host": "0.0.0.0", "port": 30080, "metrics_host": "127.0.0.1", "metrics_port": 29000,
+    "policy": "cache_aware", "request_timeout": 1800, "worker_startup_timeout": 1800, "workers": None,
+    "extra_args": {}, "api_key": "s3cret", "control_plane_api_keys": ["ops:Operators:admin:k3y"],
+    "service_ports": {},
+}
+
+
+@pytest.mark.parametrize("hostvars, urls", [
+    # the worker address, else ansible_host, else the inventory name
+    ({"n1": {"sglang_services_endpoints": EAGLE3, "ansible_host": "10.0.0.5", "sglang_gateway_worker_address": "n1.lan"}},
+     ["http://n1.lan:30000"]),
+    ({"n1": {"sglang_services_endpoints": EAGLE3, "ansible_host": "10.0.0.5"}}, ["http://10.0.0.5:30000"]),
+    ({"n1": {"sglang_services_endpoints": EAGLE3}}, ["http://n1:30000"]),
+    # an IPv6 literal is bracketed once
+    ({"n1": {"sglang_services_endpoints": EAGLE3, "ansible_host": "FD00::5"}}, ["http://[FD00::5]:30000"]),
+    ({"n1": {"sglang_services_endpoints": EAGLE3, "ansible_host": "[fd00::5]"}}, ["http://[fd00::5]:30000"]),
+    # one URL per active service, in the hosts' order; a host without an active service has none
+    ({"b": {"sglang_services_endpoints": {"eagle3": {"port": 30000}, "dflash": {"port": 30001}}},
+      "a": {"sglang_services_endpoints": {}}},
+     ["http://b:30001", "http://b:30000"]),
+    # two names of one endpoint count once
+    ({"n1": {"sglang_services_endpoints": EAGLE3, "ansible_host": "10.0.0.5"},
+      "n2": {"sglang_services_endpoints": EAGLE3, "ansible_host": "10.0.0.5"}}, ["http://10.0.0.5:30000"]),
+    ({}, []),
+])
+def test_inventory_worker_urls(hostvars, urls):
+    assert g.inventory_worker_urls(hostvars) == urls
+    assert f.gateway_inventory_worker_urls(hostvars) == urls
+
+
+def test_a_host_without_the_fact_is_named_with_what_to_do():
+    hostvars = {"n1": {"sglang_services_endpoints": EAGLE3}, "n2": {}, "n3": {"ansible_host": "x"}}
+    with pytest.raises(g.MissingEndpointsError) as error:
+        g.inventory_worker_urls(hostvars)
+    assert error.value.hosts == ["n2", "n3"]
+    assert "n2, n3" in str(error.value) and "sglang_gateway_workers" in str(error.value)
+    with pytest.raises(AnsibleFilterError, match="gateway_inventory_worker_urls: no sglang_services_endpoints fact for n2, n3"):
+        f.gateway_inventory_worker_urls(hostvars)
+
+
+def test_good_settings_have_no_problems():
+    assert g.gateway_problems(GOOD) == []
+    assert g.gateway_problems(dict(GOOD, workers=["http://10.0.0.5:30000", "https://[fd00::5]:443"],
+                                   control_plane_api_keys=[], extra_args={"log-level": "debug"},
+                                   service_ports=EAGLE3)) == []
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"port": 0}, "sglang_gateway_port must be a port number in 1-65535, got 0"),
+    ({"port": 65536}, "sglang_gateway_port must be a port number in 1-65535, got 65536"),
+    ({"port": "x"}, "sglang_gateway_port must be a port number"),
+    ({"metrics_port": True}, "sglang_gateway_metrics_port must be a port number"),
+    ({"port": 29000}, "sglang_gateway_port and sglang_gateway_metrics_port are both 29000"),
+    ({"port": 30000, "service_ports": EAGLE3}, "sglang_gateway_port 30000 is the port of the SGLang service eagle3 on this host"),
+    ({"metrics_port": 30000, "service_ports": {"eagle3": 30000}}, "sglang_gateway_metrics_port 30000 is the port of the SGLang service eagle3"),
+    ({"host": ""}, "sglang_gateway_host must be an address to bind"),
+    ({"metrics_host": "1.2.3.4 5"}, "sglang_gateway_metrics_host must be an address to bind"),
+    ({"policy": "roundrobin"}, "sglang_gateway_policy must be one of random, round_robin"),
+    ({"request_timeout": 0}, "sglang_gateway_request_timeout must be a whole number of seconds >= 1, got 0"),
+    ({"worker_startup_timeout": "soon"}, "sglang_gateway_worker_startup_timeout must be a whole number"),
+    ({"workers": ["10.0.0.1:30000"]}, "sglang_gateway_workers: '10.0.0.1:30000' is not an absolute http(s) URL"),
+    ({"workers": ["ftp://x"]}, "sglang_gateway_workers: 'ftp://x' is not an absolute http(s) URL"),
+    ({"workers": ["http://:30000"]}, "sglang_gateway_workers: 'http://:30000' is not an absolute http(s) URL"),
+    ({"workers": ["http://h:1/v1"]}, "is not a server's base URL"),
+    ({"workers": "http://h:1"}, "sglang_gateway_workers must be a list of worker URLs"),
+    ({"extra_args": {"port": 1}}, "sglang_gateway_extra_args sets --port, which the role manages: use sglang_gateway_port"),
+    ({"extra_args": {"api_key": "x"}}, "sets --api-key, which the role manages: use sglang_gateway_api_key"),
+    ({"extra_args": {"--worker-urls": ["http://a:1"]}}, "sets --worker-urls, which the role manages: use sglang_gateway_workers"),
+    ({"extra_args": ["--x"]}, "sglang_gateway_extra_args must be a dict"),
+    ({"api_key": ""}, "sglang_gateway_api_key is empty"),
+    ({"api_key": None}, "sglang_gateway_api_key is empty"),
+    ({"api_key": "a\nb"}, "sglang_gateway_api_key holds a control character"),
+    ({"control_plane_api_keys": ["ops:Operators:root:k"]}, "sglang_gateway_control_plane_api_keys[0]: the role (third field) must be admin or user"),
+    ({"control_plane_api_keys": ["ops:admin:k"]}, "sglang_gateway_control_plane_api_keys[0] is not 'id:name:role:key'"),
+    ({"control_plane_api_keys": "ops:Operators:admin:k"}, "must be a list of 'id:name:role:key'"),
+])
+def test_bad_settings_are_named(change, message):
+    problems = g.gateway_problems(dict(GOOD, **change))
+    assert any(message in problem for problem in problems), problems
+    assert f.gateway_problems(dict(GOOD, **change)) == problems
+
+
+def test_a_secret_is_never_in_a_problem():
+    problems = g.gateway_problems(dict(GOOD, api_key="top\nsecret", control_plane_api_keys=["a:b:c:hunter2", "hunter3"]))
+    assert len(problems) == 3
+    assert not any("secret" in p.replace("_", " ").split("holds")[0] and "top" in p for p in problems)
+    assert not any("hunter" in problem for problem in problems)
+
+
+def test_extra_args_render_as_the_services_do():
+    argv = extra_argv({"log-level": "debug", "retry_max_retries": 3, "enable-igw": True, "off": False,
+                       "cors-allowed-origins": ["https://a", "https://b"]})
+    assert argv == ["--cors-allowed-origins", "https://a", "https://b", "--enable-igw", "--log-level", "debug",
+                    "--retry-max-retries", "3"]
+    assert systemd_exec(["/opt/x/python", "launch.py", "launch", "--host", "0.0.0.0"] + argv).splitlines()[0] == \
+        "/opt/x/python launch.py launch \\"
