@@ -82,7 +82,28 @@ def read_budget(path):
     if not path or not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as handle:
-        return {str(key): float(value) for key, value in (yaml.safe_load(handle) or {}).items()}
+        return {str(key): float(value) for key, value in (yaml.safe_load(handle) or {}).items()
+                if isinstance(value, (int, float))}
+
+
+def disk(times_dir):
+    """(peak GB above the first sample, least free GB, filesystem path, samples) from disk.log, or None."""
+    path = os.path.join(times_dir, "disk.log")
+    if not os.path.exists(path):
+        return None
+    where, samples = "?", []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("#"):
+                where = line.rsplit(" holding ", 1)[-1].strip()
+                continue
+            fields = line.split()
+            if len(fields) == 3 and all(f.isdigit() for f in fields):
+                samples.append((int(fields[1]), int(fields[2])))
+    if not samples:
+        return None
+    start = samples[0][0]
+    return (max(used for used, _free in samples) - start) / 1e9, min(free for _used, free in samples) / 1e9, where, len(samples)
 
 
 def minutes(seconds):
@@ -130,6 +151,15 @@ def table(times_dir, budget):
     finished = [start for name, start, _end in steps if name == "all tests passed"]
     total = finished[0] if finished else events[-1][0]
     row("**total**" + ("" if finished else " (did not finish)"), total, budget.get("total"))
+    sampled = disk(times_dir)
+    if sampled:
+        peak, least, where, count = sampled
+        limit = budget.get("disk_gb")
+        mark = " OVER" if limit is not None and peak > limit else ""
+        over = over or bool(mark)
+        rows += ["", "| disk (GB, %s, %d samples) | GB | budget |" % (where, count), "| --- | ---: | ---: |",
+                 "| peak above the start | %.1f | %s%s |" % (peak, "" if limit is None else "%g" % limit, mark),
+                 "| least free | %.1f | |" % least]
     return rows, over
 
 
@@ -141,7 +171,7 @@ def main(argv):
     rows, over = table(args.times_dir, read_budget(args.budget))
     sys.stdout.write("\n".join(rows) + "\n")
     if over:
-        sys.stdout.write("ci-times: some steps took longer than tests/ci-budget.yml allows (OVER above)\n")
+        sys.stdout.write("ci-times: some steps took longer, or the run used more disk, than tests/ci-budget.yml allows (OVER above)\n")
     return 0
 
 

@@ -6,19 +6,30 @@
 #   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: the
 #                                               checks, apt and fleet run in a second process
 #                                               beside default, then wheelhouse)
-# Each run leaves a timestamped log and JUnit files in .cache/test-times/; at the end
-# scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file)
-# against the budget in tests/ci-budget.yml.
+#   ./scripts/test.sh --clean                only remove what an interrupted run left (below)
+# Each run leaves a timestamped log, JUnit files and the disk samples in .cache/test-times/; at the
+# end scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file;
+# the disk's peak) against the budget in tests/ci-budget.yml.
+# Nothing outlives a run: it starts by removing the nodes an interrupted run of this project's
+# scenarios left (scripts/disk.py clean: by their label, nothing else), each scenario destroys its
+# nodes whether it passes or fails, and a run that is stopped (Ctrl-C, a time limit) removes its
+# nodes on the way out. Before the run and before each scenario, scripts/disk.py check stops it
+# at once when less disk is free than tests/ci-budget.yml says the scenarios need.
 set -euo pipefail
-quick=false
+quick=false clean=false
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=true ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --clean) clean=true ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+if $clean; then
+  "$BSG_ROOT/scripts/bootstrap.sh" >/dev/null
+  exec python "$BSG_ROOT/scripts/disk.py" clean
+fi
 times="$BSG_ROOT/.cache/test-times"
 rm -rf "$times"
 mkdir -p "$times"
@@ -26,12 +37,38 @@ mkdir -p "$times"
 stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
 exec > >(stamp | tee "$times/test.log") 2>&1
 stamp_pid=$!
-trap 'exec 1>&- 2>&-; wait "$stamp_pid"' EXIT
 step() { printf '=== %s\n' "$*"; }
+finished=false sampler_pid="" beside_pid="" main_pid=""
+kill_tree() { local child; for child in $(pgrep -P "$1"); do kill_tree "$child"; done; kill -TERM "$1" 2>/dev/null || true; }
+# On the way out: stop the disk sampler; a run that did not finish (stopped, or a disk check that
+# failed) stops both lanes and removes their scenarios' nodes.
+on_exit() {
+  [ -z "$sampler_pid" ] || kill "$sampler_pid" 2>/dev/null || true
+  if ! $finished; then
+    for pid in $main_pid $beside_pid; do kill_tree "$pid"; done
+    [ ! -f "$times/disk-stop.txt" ] || cat "$times/disk-stop.txt"
+    python "$BSG_ROOT/scripts/disk.py" clean 2>&1 || true
+  fi
+  exec 1>&- 2>&-
+  wait "$stamp_pid"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+# A TERM from a failed disk check exits 1 (the message is in disk-stop.txt), any other 143.
+trap 'if [ -f "$times/disk-stop.txt" ]; then exit 1; else exit 143; fi' TERM
+# Stops the whole run at once when the disk is short (the message is printed on the way out).
+disk_check() {
+  python "$BSG_ROOT/scripts/disk.py" check "$@" 2>"$times/disk-stop.txt" && rm -f "$times/disk-stop.txt" && return 0
+  kill -TERM $$
+  return 1
+}
 
 step "bootstrap"
 "$BSG_ROOT/scripts/bootstrap.sh"
 cd "$BSG_ROOT"
+python scripts/disk.py clean
+python scripts/disk.py sample "$times/disk.log" &
+sampler_pid=$!
 
 # ansible-lint prefers a copy of this collection in ~/.ansible/collections to this checkout: drop
 # one that an older Molecule prerun left there (the scenarios now set prerun: false).
@@ -61,6 +98,7 @@ else
   scenarios="${SCENARIOS:-$(for f in molecule/*/molecule.yml; do basename "$(dirname "$f")"; done)}"
 fi
 run_scenario() {
+  disk_check "$1" || return 1
   step "molecule test -s $1"
   PYTEST_ADDOPTS="--junitxml=$times/molecule-$1.xml" molecule test -s "$1"
 }
@@ -78,6 +116,13 @@ for scenario in $scenarios; do
   esac
 done
 if [ -z "$main" ]; then main="$beside" beside=""; fi
+# The two lanes' largest scenarios hold their nodes at the same time.
+lanes=()
+for list in "$main" "$beside"; do
+  read -r -a names <<< "$list"
+  [ "${#names[@]}" -eq 0 ] || lanes+=("$(IFS=,; echo "${names[*]}")")
+done
+disk_check "${lanes[@]}"
 if [ -n "$beside" ]; then
   (
     set -o pipefail
@@ -89,8 +134,12 @@ else
 fi
 failed=""
 for scenario in $main; do
-  run_scenario "$scenario" || { failed="$scenario"; break; }
+  # In the background so that a stop (a signal, a failed disk check in the other lane) acts at once.
+  run_scenario "$scenario" &
+  main_pid=$!
+  wait "$main_pid" || { failed="$scenario"; break; }
 done
+main_pid=""
 if [ -n "$beside" ]; then
   beside_rc=0
   wait "$beside_pid" || beside_rc=$?
@@ -102,5 +151,6 @@ if [ -n "$failed" ]; then
   echo "test.sh: Molecule scenario $failed failed"
   exit 1
 fi
+finished=true
 step "all tests passed"
 python scripts/ci-times.py "$times"

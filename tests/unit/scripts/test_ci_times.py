@@ -81,3 +81,26 @@ def test_unfinished_run_is_said_so(tmp_path):
 def test_budget_file_is_read(tmp_path):
     (tmp_path / "budget.yml").write_text("---\ntotal: 30\nmolecule default: 17.5\n")
     assert ci_times.read_budget(str(tmp_path / "budget.yml")) == {"total": 30.0, "molecule default": 17.5}
+
+
+def test_disk_peak_above_the_start_against_its_budget(tmp_path):
+    write(tmp_path, "test.log", LOG)
+    write(tmp_path, "disk.log", """\
+        # disk.py: epoch, used and free bytes of the filesystem holding /var/lib/containers/storage
+        1000 50000000000 60000000000
+        1010 91500000000 18500000000
+        1020 60000000000 50000000000
+        """)
+    table, over = rows(tmp_path, {"disk_gb": 40})
+    assert table["peak above the start"] == ["41.5", "40 OVER |"]
+    assert table["least free"] == ["18.5", "|"]
+    assert "disk (GB, /var/lib/containers/storage, 3 samples)" in table
+    assert over
+    table, over = rows(tmp_path, {"disk_gb": 42})
+    assert table["peak above the start"] == ["41.5", "42 |"] and not over
+
+
+def test_budget_file_with_the_disk_needs_reads(tmp_path):
+    path = tmp_path / "budget.yml"
+    path.write_text("total: 45\ndisk_gb: 40\ndisk_need_gb:\n  default: 24\n")
+    assert ci_times.read_budget(str(path)) == {"total": 45.0, "disk_gb": 40.0}
