@@ -4,8 +4,8 @@
 #   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
 #   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
 #   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: the
-#                                               checks, apt and fleet run in a second process
-#                                               beside default, then wheelhouse)
+#                                               checks, b300 and fleet run in a second process
+#                                               beside default, then apt and wheelhouse)
 #   ./scripts/test.sh --clean                only remove what an interrupted run left (below)
 # Each run leaves a timestamped log, JUnit files and the disk samples in .cache/test-times/; at the
 # end scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file;
@@ -102,17 +102,18 @@ run_scenario() {
   step "molecule test -s $1"
   PYTEST_ADDOPTS="--junitxml=$times/molecule-$1.xml" molecule test -s "$1"
 }
-# The scenarios in BSG_BESIDE (default apt and fleet) run one after the other in a second process
-# beside the rest (default, then wheelhouse), after the checks: most of a scenario's wall time is
-# Ansible's round trips to the nodes, which leave a core idle (one core busy on average with one
-# lane, measured). wheelhouse (2 min) goes after default because that evens the two lanes (clean
-# clone of e4158e5: default 48.9 min, the checks, apt and fleet 48.0 beside it, wheelhouse 1.9).
+# The scenarios in BSG_BESIDE (default b300 and fleet) run one after the other in a second process
+# beside the rest (default, then apt and wheelhouse), after the checks: most of a scenario's wall
+# time is Ansible's round trips to the nodes, which leave a core idle (one core busy on average with
+# one lane, measured). The lanes are planned for time and disk together: `default` (the longest)
+# starts right after the bootstrap, and no more than three nodes with an SGLang venv exist at once
+# (default's one beside b300's, then fleet's two; tests/README.md, "Disk").
 # Their output goes to .cache/test-times/beside.log and is printed at the end.
 beside="" main=""
 for scenario in $scenarios; do
-  case " ${BSG_BESIDE-apt fleet} " in
+  case " ${BSG_BESIDE-b300 fleet} " in
     *" $scenario "*) beside="$beside $scenario" ;;
-    *) main="$main $scenario" ;;
+    *) if [ "$scenario" = default ]; then main="default $main"; else main="$main $scenario"; fi ;;
   esac
 done
 if [ -z "$main" ]; then main="$beside" beside=""; fi

@@ -1,8 +1,9 @@
 """Helpers shared by the verify tests: run playbooks against the scenario's nodes as an operator would.
 
-The scenario has two nodes, molecule-pro6000 and molecule-b300 (the lab's two host types); each test
-file says which one it checks (testinfra_hosts). Playbooks run by the tests are limited to the
-PRO 6000 node unless a test names another.
+The lab's two host types are two scenarios with one node each: `default` (molecule-pro6000) and
+`b300` (molecule-b300), whose tests/conftest.py loads this file. Each test file says which node it
+checks (testinfra_hosts). Playbooks run by the tests are limited to the PRO 6000 node unless a test
+names another.
 """
 
 import json

@@ -1,4 +1,5 @@
-"""Check mode changes nothing, on fresh nodes and on converged ones (both lab nodes).
+"""Check mode changes nothing, on fresh nodes and on converged ones: the scenario's node (`default`'s
+PRO 6000 node, and `b300`'s B300 node, whose tests/ links this file).
 
 prepare.yml recorded each fresh node with tests/fingerprint.sh (/var/tmp/bsg-fingerprints/fresh).
 Molecule's first check step ran the converge playbook (site.yml) with --check on it, and
@@ -6,13 +7,17 @@ converge.yml recorded what it left (after-check-fresh). Converge and idempotence
 converged node (converged); the second check step, after idempotence, recorded after-check-converged.
 """
 
+import os
 import shlex
 
 import pytest
+import yaml
 from conftest import FINGERPRINTS, assert_unchanged, recorded_fingerprint
 
-testinfra_hosts = ["podman://molecule-pro6000", "podman://molecule-b300"]
-pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
+with open(os.environ["MOLECULE_INVENTORY_FILE"], encoding="utf-8") as _handle:
+    testinfra_hosts = ["podman://" + name for name in yaml.safe_load(_handle)["all"]["hosts"]]
+# Read only (fingerprints recorded earlier): these run on the second worker, beside the node's own tests.
+pytestmark = pytest.mark.xdist_group("check_mode")
 
 
 @pytest.mark.parametrize("before,after", [("fresh", "after-check-fresh"), ("converged", "after-check-converged")])

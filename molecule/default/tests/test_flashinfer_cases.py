@@ -8,7 +8,7 @@ against that venv and reads what the role proved. The node has no GPU, so FlashI
 GPUs" path sees none: its target set is empty, as it is on an sm120 host where the GPU query fails.
 
 Cases C (0.7.2, CUDA 13.0 -> 12.0f, cache 120f, second run unchanged) and D (B300 -> 10.3a) are
-this scenario's own converge + idempotence (test_flashinfer.py, test_b300.py on its B300 node).
+the scenarios' own converge + idempotence (test_flashinfer.py here, test_b300.py in molecule/b300).
 
 Stand-in: the borrowed torch is built for CUDA 13.0; beside the CUDA 12.8 home it stands in for the
 cu128 torch such a venv would have, so cases A and F turn the role's torch/toolkit check off

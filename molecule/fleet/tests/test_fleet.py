@@ -328,3 +328,21 @@ def test_9_a_bad_setting_on_one_host_stops_the_rollout_before_any_host_changed()
     assert list(failed) == [NODE2] and "sglang_venv_keep must be >= 1" in failed[NODE2], text
     assert changed_tasks(tasks) == []
     assert {name: (current(name), started_at(name), recorded(name)) for name in HOSTS} == before
+
+
+def test_10_a_node_of_another_key_builds_its_own_and_never_gets_that_artifact():
+    # Node 2 is told its GPUs are B300s (compute capability 10.3). Its venv is node 1's, whose 12.0f
+    # artifact is in the store, but the targets are part of the key: a new key, so node 2 builds its
+    # own for 10.3a and exports it beside node 1's. (This was a third, B300-like node of the fleet.)
+    before = store_records()
+    venv = os.path.basename(current(NODE2))
+    rc, _tasks, text = stage(NODE2, UPGRADED, {"sglang_node_gpu_archs": ["10.3"]})
+    assert rc == 0, text
+    done = recorded(NODE2)
+    assert (done["source"], done["built"]) == ("built", [MODULE]) and not done.get("seeded"), done
+    assert done["key_id"] not in {record["key_id"] for record in before.values()}
+    [(name, record)] = [(name, record) for name, record in store_records().items() if name not in before]
+    assert (record["host"], record["key"]["targets"], record["key_id"]) == (NODE2, ["10.3a"], done["key_id"])
+    assert name.startswith(venv + "-")
+    ninja = HOSTS[NODE2].file(module_dir(NODE2).replace("/120f/", "/103a/") + "/build.ninja").content_string
+    assert "-gencode=arch=compute_103a,code=sm_103a" in ninja and "compute_120" not in ninja

@@ -1,6 +1,6 @@
 """Upgrade, failed build, rollback and pruning of the SGLang venv, in this order, on the converged
-B300 node (its venv is the PRO 6000 node's: the same spec; the B300 node's tests run beside the PRO
-6000 node's); then the pip installer and a changed index URL on a venv of their own.
+B300 node (its venv is the PRO 6000 node's: the same spec; the `b300` scenario runs beside
+`default`); then the pip installer and a changed index URL on a venv of their own.
 
 Each step runs the sglang_venv role with extra vars, as an operator would. pytest runs the tests of
 a file in order; each step starts from the state the previous one left.

@@ -2,8 +2,8 @@
 site.yml and rollout.yml) refuses every kind of bad input before any role changes any host, in
 normal and in check mode, and one bad host stops a site.yml run before any host changed.
 
-The cases run against the converged B300 node (its worker has time to spare beside the PRO 6000
-node's), one inventory host each (conftest.run_cases),
+The cases run against the converged B300 node (the `b300` scenario runs beside `default`'s PRO 6000
+node), one inventory host each (conftest.run_cases),
 with the preflight's max_fail_percentage at 100 so that they stay independent (one run per mode); the
 node's fingerprint must be the same after all of them.
 
