@@ -128,7 +128,7 @@ def table(times_dir, budget):
         steps = [(groups[0], start, end) for groups, start, end in spans(log_events, STEP)]
         actions = spans(log_events, ACTION)
         for name, start, end in steps:
-            if name == "all tests passed" or name.startswith("output of the scenarios run beside"):
+            if name == "all tests passed" or name.startswith(("output of the scenarios run beside", "waiting for the scenarios beside")):
                 continue
             scenario = SCENARIO_STEP.match(name)
             key = "molecule " + scenario.group(1) if scenario else name

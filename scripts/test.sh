@@ -142,6 +142,8 @@ for scenario in $main; do
 done
 main_pid=""
 if [ -n "$beside" ]; then
+  # Ends the last scenario's row of the breakdown here, not when the other lane ends.
+  step "waiting for the scenarios beside the others"
   beside_rc=0
   wait "$beside_pid" || beside_rc=$?
   step "output of the scenarios run beside the others:$beside"

@@ -1,6 +1,5 @@
 """A fleet of two PRO 6000-like nodes with the same kernel cache key, reached over SSH as an
-unprivileged user with sudo, rolled out and rolled back. (A node of another key building its own,
-never this key's artifact, is `default`'s B300 node: test_b300.py.)
+unprivileged user with sudo, rolled out and rolled back.
 
 In order (each test starts from what the previous one left): the converge is playbooks/rollout.yml:
 the two nodes staged at once (FlashInfer's JIT modules built on node 1 only, node 2 seeded from
@@ -8,10 +7,10 @@ the controller's store), then node 1 as the canary batch, then node 2, each serv
 and gated; the fleet report says so. Node 1 switches to a new venv (built and warmed before current
 moves); node 2 installs that venv afterwards (its sources newer than node 1's objects, as on a real
 fleet) and seeds it without compiling. A version that fails its health gate on the canary is rolled
-back by itself (no compile), and the rollout stops before
-the other node. A failed warm-up leaves current alone; a truncated artifact makes node 2 build locally and
-end whole, and its export repairs the store; bad rollout settings and a bad host setting stop the
-rollout before anything changed.
+back by itself (no compile), and the rollout stops before the other node. A failed warm-up leaves
+current alone; a truncated artifact makes node 2 build locally and end whole, and its export repairs
+the store; bad rollout settings and a bad host setting stop the rollout before anything changed.
+Last, node 2 told it has B300s (another key) builds its own artifact, never node 1's.
 
 The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started by the units
 through prepare.yml's drop-in (a lab node has no GPU). The drain through the real model gateway is

@@ -104,3 +104,18 @@ def test_budget_file_with_the_disk_needs_reads(tmp_path):
     path = tmp_path / "budget.yml"
     path.write_text("total: 45\ndisk_gb: 40\ndisk_need_gb:\n  default: 24\n")
     assert ci_times.read_budget(str(path)) == {"total": 45.0, "disk_gb": 40.0}
+
+
+def test_the_wait_for_the_other_lane_is_not_the_last_scenarios_time(tmp_path):
+    write(tmp_path, "test.log", """\
+        10:00:00 === molecule test -s wheelhouse
+        10:00:10 INFO     [wheelhouse > destroy] Executing
+        10:01:00 === waiting for the scenarios beside the others
+        10:11:00 === output of the scenarios run beside the others: fleet
+        10:11:01 === all tests passed
+        """)
+    table, _over = rows(tmp_path)
+    assert table["molecule test -s wheelhouse"][0] == "1.0"
+    assert table["wheelhouse > destroy"][0] == "0.8"
+    assert not any(name.startswith("waiting for") for name in table)
+    assert table["**total**"][0] == "11.0"
