@@ -145,7 +145,7 @@ def clean(scenario=None):
         return ["disk.py clean: no node of this project's Molecule scenarios%s is left" %
                 ("" if scenario is None else " (" + scenario + ")")]
     before = usage(path)[1]
-    lines = ["disk.py clean: removing what an earlier run left:"] + describe(found)
+    lines = ["disk.py clean: removing the nodes of this project's Molecule scenarios:"] + describe(found)
     proc = subprocess.run(["podman", "rm", "--force", "--time", "0"] + [name for name, _kind, _size in found],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
