@@ -19,7 +19,8 @@ The test knobs, read on every request from --config (default /etc/sglang/standin
 "delay" (seconds each generation takes), "api_key" (requests other than /health* need
 "Authorization: Bearer <key>", else 401 {"error": "Unauthorized"}, as SGLang's --api-key), "loads"
 ("error": /v1/loads answers 500, "garbage": 200 with a body that is not a load report). A venv id
-listed in /etc/sglang/standin-fail when it starts makes it unhealthy (503) and its generations fail.
+listed in /etc/sglang/standin-fail when it starts makes it unhealthy (503) and its generations fail,
+as does STANDIN_UNHEALTHY=1 in its environment (a change of the service's env file that breaks it).
 It appends "start <venv id> <time>" to <state-dir>/standin-starts.log and reports the venv it was
 started from (its interpreter's real sys.prefix) in /server_info.
 """
@@ -144,7 +145,7 @@ def main():
     args = parser.parse_args()
     httpd = ThreadingHTTPServer((args.host, args.port), Server)
     httpd.daemon_threads = True
-    httpd.failing = failing()
+    httpd.failing = failing() or os.environ.get("STANDIN_UNHEALTHY") == "1"
     httpd.dp_size = args.dp_size
     httpd.config = args.config
     httpd.in_flight = 0

@@ -10,7 +10,8 @@ fleet) and seeds it without compiling. A version that fails its health gate on t
 back by itself (no compile), and the rollout stops before the other node. A failed warm-up leaves
 current alone; a truncated artifact makes node 2 build locally and end whole, and its export repairs
 the store; bad rollout settings and a bad host setting stop the rollout before anything changed.
-Last, node 2 told it has B300s (another key) builds its own artifact, never node 1's.
+Node 2 told it has B300s (another key) builds its own artifact, never node 1's; last, a change of
+the units' environment alone that fails is undone from the snapshot taken before the switch.
 
 The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started by the units
 through prepare.yml's drop-in (a lab node has no GPU). The drain through the real model gateway is
@@ -25,6 +26,7 @@ import re
 import subprocess
 
 import testinfra
+import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 NODE1, NODE2 = "fleet-pro6000-1", "fleet-pro6000-2"
@@ -95,10 +97,10 @@ def store_records():
 
 
 def index(tasks, name, changed=True):
-    """Position of the first task called `name` (with the given changed state) in a host's run."""
+    """Position of the first task called `name` (with the given changed state, None: either) in a host's run."""
     for position, (task, result) in enumerate(tasks):
         # The JSON callback names a role's task "<role> : <name>".
-        if task.split(" : ", 1)[-1] == name and bool(result.get("changed")) == changed and not result.get("skipped"):
+        if task.split(" : ", 1)[-1] == name and changed in (None, bool(result.get("changed"))) and not result.get("skipped"):
             return position
     raise AssertionError("no %s task %r in %s" % ("changed" if changed else "unchanged", name, [task for task, _result in tasks]))
 
@@ -345,3 +347,35 @@ def test_10_a_node_of_another_key_builds_its_own_and_never_gets_that_artifact():
     assert name.startswith(venv + "-")
     ninja = HOSTS[NODE2].file(module_dir(NODE2).replace("/120f/", "/103a/") + "/build.ninja").content_string
     assert "-gencode=arch=compute_103a,code=sm_103a" in ninja and "compute_120" not in ninja
+
+
+def test_11_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
+    # An env-only change that breaks the server (the stand-in reads STANDIN_UNHEALTHY=1 from its
+    # environment and answers 503 on /health_generate), the venv unchanged: the canary's units and env
+    # files are kept before its switch, it restarts, fails its health gate, gets them back, restarts
+    # and passes; the rollout stops before node 2. (Before, only a venv change was undone: the canary
+    # stayed down with the broken env file.)
+    env_file = "/etc/sglang/sglang-eagle3.env"
+    before = (HOSTS[NODE1].file(env_file).content_string, unit(NODE1), current(NODE1))
+    node1, node2 = starts(NODE1), starts(NODE2)
+    with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "lab.yml"), encoding="utf-8") as handle:
+        eagle3 = yaml.safe_load(handle)["sglang_services_eagle3"]
+    rc, tasks, text = playbook(ROLLOUT, "all", {"sglang_services_eagle3": dict(eagle3, env={"STANDIN_UNHEALTHY": "1"})})
+    assert rc != 0, text
+    run = tasks[NODE1]
+    assert index(run, "Snapshot | Copy them", changed=None) \
+        < index(run, "Restart | Restart the service") \
+        < index(run, "Rollback | Why this host failed", changed=False) \
+        < index(run, "Restore | The units and env files as they were")
+    report = rows(reports()[-1])
+    assert (report[NODE1]["result"], report[NODE1]["batch"]) == ("rolled back", 1), report[NODE1]
+    assert "did not answer http://127.0.0.1:30000/health_generate with 200 within 20 s" in report[NODE1]["reason"]
+    assert report[NODE2]["result"] == "not reached"
+    # Node 1 is what it was (env file, unit, venv), started twice more (the failed start, the restored
+    # one) and serving; node 2 was never restarted.
+    assert (HOSTS[NODE1].file(env_file).content_string, unit(NODE1), current(NODE1)) == before
+    assert "STANDIN_UNHEALTHY" not in HOSTS[NODE1].file(env_file).content_string
+    assert starts(NODE1) == node1 + [os.path.basename(current(NODE1))] * 2
+    assert serving(NODE1) == current(NODE1)
+    assert HOSTS[NODE1].check_output("systemctl is-active %s" % UNIT) == "active"
+    assert starts(NODE2) == node2
