@@ -360,7 +360,9 @@ def test_11_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
     node1, node2 = starts(NODE1), starts(NODE2)
     with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "lab.yml"), encoding="utf-8") as handle:
         eagle3 = yaml.safe_load(handle)["sglang_services_eagle3"]
-    rc, tasks, text = playbook(ROLLOUT, "all", {"sglang_services_eagle3": dict(eagle3, env={"STANDIN_UNHEALTHY": "1"})})
+    # The venv both nodes serve (tests 3 and 4), so that only the env file changes.
+    assert current(NODE1) == current(NODE2) and os.path.basename(current(NODE1)) != starts(NODE1)[0]
+    rc, tasks, text = playbook(ROLLOUT, "all", UPGRADED, {"sglang_services_eagle3": dict(eagle3, env={"STANDIN_UNHEALTHY": "1"})})
     assert rc != 0, text
     run = tasks[NODE1]
     assert index(run, "Snapshot | Copy them", changed=None) \
