@@ -11,7 +11,7 @@ Usage:
   python scripts/disk.py clean [--scenario NAME]        remove the nodes an interrupted run of this
         project's Molecule scenarios left (every scenario, or one), say what each held and the GB freed
   python scripts/disk.py nodes                          this project's containers and what each holds
-  python scripts/disk.py path                           the directory podman keeps its containers in
+  python scripts/disk.py free                           free bytes on the filesystem of podman's storage
 
 This project's containers are found by what it gave them, never by a name alone: a scenario's nodes
 carry the label io.blackwell-sglang.scenario=<scenario> (each molecule.yml's platforms), the lab's
@@ -179,7 +179,7 @@ def main(argv):
     p_clean = sub.add_parser("clean")
     p_clean.add_argument("--scenario")
     sub.add_parser("nodes")
-    sub.add_parser("path")
+    sub.add_parser("free")
     args = parser.parse_args(argv)
     if shutil.which("podman") is None and args.command != "sample":
         print("disk.py: podman is not installed (./scripts/bootstrap.sh installs it)", file=sys.stderr)
@@ -193,8 +193,8 @@ def main(argv):
             return 1
     elif args.command == "clean":
         print("\n".join(clean(args.scenario)))
-    elif args.command == "path":
-        print(storage_path())
+    elif args.command == "free":
+        print(usage(storage_path())[1])
     else:
         print("\n".join(describe(containers(sizes=True))))
     return 0

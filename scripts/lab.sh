@@ -7,10 +7,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 "$BSG_ROOT/scripts/bootstrap.sh"
 cd "$BSG_ROOT"
 if [ "${1:-}" = "--remove" ]; then
-  free() { df -B1 --output=avail "$(python scripts/disk.py path)" | tail -n 1; }
-  before="$(free)"
+  before="$(python scripts/disk.py free)"
   ansible-playbook -i inventories/lab playbooks/lab.yml -e lab_state=absent
-  awk -v a="$(free)" -v b="$before" 'BEGIN { printf "lab.sh: the lab'"'"'s nodes are gone; %.1f GB freed, %.1f GB free now\n", (a - b) / 1e9, a / 1e9 }'
+  awk -v a="$(python scripts/disk.py free)" -v b="$before" 'BEGIN { printf "lab.sh: the lab'"'"'s nodes are gone; %.1f GB freed, %.1f GB free now\n", (a - b) / 1e9, a / 1e9 }'
   exit 0
 fi
 ansible-playbook -i inventories/lab playbooks/lab.yml
