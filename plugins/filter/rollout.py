@@ -8,9 +8,9 @@ gateway, plugins/module_utils/gateway.py."""
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.module_utils import gateway
+from ansible_collections.blackwell.sglang.plugins.module_utils import gateway, rollout
 from ansible_collections.blackwell.sglang.plugins.module_utils.rollout import (
-    drain_gone_problems, drain_load_problems, fleet_report_row, rollout_gateways, rollout_problems, undrain_problems)
+    drain_gone_problems, drain_load_problems, fleet_report_row, pending_registrations, registrations, rollout_gateways, rollout_problems, undrain_problems)
 
 
 def gateway_workers_of(entries, urls):
@@ -20,6 +20,15 @@ def gateway_workers_of(entries, urls):
         return gateway.workers_of(entries, urls)
     except gateway.WorkerURLError as exc:
         raise AnsibleFilterError("gateway_workers_of: %s" % exc) from exc
+
+
+def gateway_calls(results, urls, action):
+    """The worker API calls of a drain step (remove or register) from the gateways' GET /workers
+    answers (module_utils/rollout.py, ``gateway_calls``)."""
+    try:
+        return rollout.gateway_calls(results, urls, action)
+    except (gateway.WorkerURLError, ValueError) as exc:
+        raise AnsibleFilterError("gateway_calls: %s" % exc) from exc
 
 
 def gateway_missing_workers(urls, entries):
@@ -61,6 +70,9 @@ class FilterModule:
             "drain_gone_problems": drain_gone_problems,
             "drain_load_problems": drain_load_problems,
             "gateway_undrain_problems": undrain_problems,
+            "gateway_calls": gateway_calls,
+            "gateway_registrations": registrations,
+            "gateway_pending_registrations": pending_registrations,
             "fleet_report_row": fleet_report_row,
             "gateway_workers_of": gateway_workers_of,
             "gateway_missing_workers": gateway_missing_workers,

@@ -163,14 +163,12 @@ def missing_workers(urls, entries, resolve=socket.getaddrinfo):
     return found
 
 
-# The gateway's file discovery (``smg launch --discovery-provider file --discovery-file PATH``):
-# smg 1.13.0 rereads the manifest when it changes and every 30 s (``--discovery-check-interval-secs``)
-# and reconciles its workers with it, so a worker taken out only with ``DELETE /workers/{id}`` comes
-# back within 30 s, and a restart starts from the manifest. The manifest is therefore the rotation:
-# a drain takes the host's workers out of it. Its format is strict (measured; smg logs "invalid
-# discovery manifest ... keeping the last good manifest" and keeps serving the old list): top-level
-# ``version`` (1) and ``workers`` only, each worker one of these fields, and no two entries naming
-# the same endpoint.
+# The gateway's manifest (the sglang_gateway role: its launcher gives the workers to smg as
+# ``--worker-urls`` at each start, so a restart starts from it; the manifest is the rotation, and a
+# drain takes the host's workers out of it). Its format is smg 1.13.0's file-discovery format, kept
+# strict as smg keeps it (smg logs "invalid discovery manifest ... keeping the last good manifest"):
+# top-level ``version`` (1) and ``workers`` only, each worker one of these fields, and no two
+# entries naming the same endpoint.
 MANIFEST_VERSION = 1
 MANIFEST_WORKER_FIELDS = ("id", "url", "worker_type", "bootstrap_port", "model_id", "kv_connector", "kv_role", "kv_engine_id")
 MANIFEST_STATES = ("present", "drained", "undrained")
@@ -317,8 +315,9 @@ GATEWAY_MANAGED_FLAGS = {
     "request-timeout-secs": "sglang_gateway_request_timeout",
     "worker-startup-timeout-secs": "sglang_gateway_worker_startup_timeout",
     "dp-aware": "sglang_gateway_dp_aware", "disable-tokenizer-autoload": "sglang_gateway_tokenizer_autoload",
-    "discovery-provider": "(the role: file)", "service-discovery": "(the role: file discovery)",
-    "discovery-file": "(the role: the manifest)", "worker-urls": "sglang_gateway_workers",
+    "discovery-provider": "(the role: its manifest; a provider would end native /generate)",
+    "service-discovery": "(the role: its manifest; a provider would end native /generate)",
+    "discovery-file": "(the role: its manifest)", "worker-urls": "sglang_gateway_workers",
     "api-key": "sglang_gateway_api_key", "control-plane-api-keys": "sglang_gateway_control_plane_api_keys",
 }
 # smg 1.13.0's --policy choices (router_args.py, `smg launch --help`).

@@ -233,6 +233,56 @@ def rollout_gateways(drain, router_url, gateway_hosts, hostvars):
     return found
 
 
+def gateway_calls(results, urls, action):
+    """The worker API calls of one drain step, from the gateways' GET /workers answers (one result
+    per gateway, its item {host, url}): for ``remove``, [{host, gateway, id, url}] for each entry that
+    is one of ``urls`` (any spelling, every data-parallel rank); for ``register``, [{host, gateway,
+    url}] for each of ``urls`` a gateway holds in no spelling. A gateway whose answer cannot be read
+    gets no call (the wait after it names the answer)."""
+    calls = []
+    for result in results or []:
+        if result.get("skipped") or _unread(result):
+            continue
+        item = result.get("item") or {}
+        where = {"host": item.get("host"), "gateway": item.get("url")}
+        entries = result["json"]["workers"]
+        if action == "remove":
+            calls += [dict(where, id=entry.get("id"), url=entry.get("url")) for entry in gateway.workers_of(entries, urls)]
+        elif action == "register":
+            calls += [dict(where, url=url) for url in gateway.missing_workers(urls, entries)]
+        else:
+            raise ValueError("gateway_calls: action %r is neither remove nor register" % (action,))
+    return calls
+
+
+def registrations(results):
+    """[{host, gateway, url, id}] of the registrations a drain made, from its POST /workers results
+    (smg answers 202 {"worker_id": ...}; an answer without one is left out)."""
+    made = []
+    for result in results or []:
+        if result.get("skipped"):
+            continue
+        document = result.get("json") if isinstance(result.get("json"), dict) else {}
+        if document.get("worker_id"):
+            made.append(dict(result.get("item") or {}, id=str(document["worker_id"])))
+    return made
+
+
+def pending_registrations(results):
+    """[{host, gateway, id, url}] of the registrations a drain made (POST /workers answered 202 with a
+    worker_id) that the gateway still holds as pending (GET /workers/{id}: "status": "pending"): smg
+    1.13.0 keeps probing such a worker until --worker-startup-timeout-secs and adds it, with no
+    health gate of ours, once it answers; DELETE /workers/{id} does not cancel it (measured)."""
+    pending = []
+    for result in results or []:
+        if result.get("skipped"):
+            continue
+        document = result.get("json") if isinstance(result.get("json"), dict) else {}
+        if result.get("status") == 200 and document.get("status") == "pending":
+            pending.append(result.get("item") or {})
+    return pending
+
+
 def _where(result):
     item = result.get("item") or {}
     return "gateway %s (%s)" % (item.get("host"), item.get("url")) if isinstance(item, dict) and "host" in item else "the gateway"

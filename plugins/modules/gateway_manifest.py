@@ -12,12 +12,11 @@ short_description: The SGLang model gateway's worker manifest, and which workers
 version_added: 0.1.0
 author: blackwell.sglang developers (!UNKNOWN)
 description:
-  - Edits the worker manifest that the SGLang model gateway (PyPI C(smg), Shepherd Model Gateway)
-    reads with C(--discovery-provider file --discovery-file PATH). smg 1.13.0 rereads it when it
-    changes and every 30 seconds (C(--discovery-check-interval-secs)) and adds or removes workers to
-    match it; its C(GET /workers) shows the result once a worker answered the gateway's probes. A
-    worker removed only through the gateway's API (C(DELETE /workers/{id})) is back within those 30
-    seconds, and a restart starts from the manifest; the manifest is the rotation.
+  - Edits the worker manifest of the SGLang model gateway (PyPI C(smg), Shepherd Model Gateway) as the
+    C(blackwell.sglang.sglang_gateway) role runs it - its launcher gives the manifest's workers to
+    smg as C(--worker-urls) at each start, so a restart starts from the manifest, and the manifest is
+    the rotation. It changes no running gateway; the role and the rollout's drain make the same change
+    through smg's worker API (C(POST /workers), C(DELETE /workers/{id})).
   - Beside it, O(drained_path) lists the workers a rollout took out (the gateway never reads it), so
     that neither a restart of the gateway nor a run of its role (O(state=present)) puts back a worker
     whose host is out of rotation.
@@ -31,13 +30,13 @@ description:
     drained list on the host is not what smg and this module write (invalid JSON, unknown fields, a
     bad URL), or when a file cannot be written (the OS error is named).
   - >-
-    The manifest's format is smg's (measured on 1.13.0, strict) - C({"version": 1, "workers":
+    The manifest's format is smg's file-discovery format (measured on 1.13.0, strict) - C({"version": 1, "workers":
     [{"url": ...}, ...]}), each worker with C(url) and only C(id), C(worker_type), C(bootstrap_port),
     C(model_id), C(kv_connector), C(kv_role), C(kv_engine_id). Entries this module keeps are kept
     as they are.
 options:
   path:
-    description: The manifest (the gateway's C(--discovery-file)); its directory must exist.
+    description: The manifest (read by the gateway's launcher at each start); its directory must exist.
     type: path
     required: true
   drained_path:
@@ -74,8 +73,8 @@ attributes:
     platforms: posix
     details: Runs on the gateway host (C(delegate_to) it from a serving host's play).
 seealso:
-  - name: smg's worker discovery options
-    description: C(smg launch --help), "--discovery-provider", "--discovery-file", "--discovery-check-interval-secs".
+  - name: smg's worker options
+    description: C(smg launch --help), "--worker-urls"; smg's worker API, C(/workers).
     link: https://pypi.org/project/smg/
 """
 

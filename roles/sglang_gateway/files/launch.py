@@ -1,5 +1,14 @@
 """Launcher of the SGLang model gateway (smg), installed by the blackwell.sglang.sglang_gateway role.
 
+The workers: smg starts with the workers of the manifest named by SGLANG_GATEWAY_MANIFEST (written
+only by the blackwell.sglang.gateway_manifest module: {"version": 1, "workers": [{"url": ...}]}),
+given as --worker-urls. The gateway runs in smg's single-model mode, as sglang-router did: with
+--discovery-provider smg switches to its multi-model (IGW) mode, where POST /generate without
+"model" answers 400 missing_model, and native SGLang clients send none. So the manifest is read
+here, at each start, and a running gateway is changed through its worker API (the role and the
+rollout's drain do both): a worker a rollout drained stays out across a restart of the gateway.
+A manifest that cannot be read stops the start (exit 2) with one line in the journal.
+
 smg reads its keys only from its arguments (smg 1.13.0 router_args.py: --api-key and
 --control-plane-api-keys have no environment variable or file), and a process's arguments are
 readable in /proc by every local user. So the unit runs this file with the arguments that are not
@@ -11,11 +20,37 @@ unit, the command line nor the journal. smg then renames the process "smg::route
   SGLANG_GATEWAY_CONTROL_PLANE_API_KEY_<n>    -> --control-plane-api-keys 'id:name:role:key' ... (by n)
 """
 
+import json
 import os
 import sys
 
 API_KEY = "SGLANG_GATEWAY_API_KEY"
 CONTROL_PLANE = "SGLANG_GATEWAY_CONTROL_PLANE_API_KEY_"
+MANIFEST = "SGLANG_GATEWAY_MANIFEST"
+
+
+class ManifestError(Exception):
+    pass
+
+
+def manifest_args(environ):
+    """--worker-urls and the manifest's worker URLs ([] when it lists none or no manifest is named)."""
+    path = environ.pop(MANIFEST, "")
+    if not path:
+        return []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise ManifestError("cannot read the worker manifest %s: %s" % (path, exc)) from exc
+    workers = document.get("workers") if isinstance(document, dict) else None
+    if not isinstance(workers, list) or not all(isinstance(w, dict) and isinstance(w.get("url"), str) for w in workers):
+        raise ManifestError("the worker manifest %s is not {\"version\": 1, \"workers\": [{\"url\": ...}]}: "
+                            "run the sglang_gateway role again" % path)
+    urls = [worker["url"] for worker in workers]
+    return ["--worker-urls"] + urls if urls else []
 
 
 def secret_args(environ):
@@ -35,7 +70,12 @@ def secret_args(environ):
 
 
 def main():
-    argv = sys.argv[1:] + secret_args(os.environ)
+    try:
+        workers = manifest_args(os.environ)
+    except ManifestError as exc:
+        sys.stderr.write("sglang-gateway launch.py: %s\n" % exc)
+        return 2
+    argv = sys.argv[1:] + workers + secret_args(os.environ)
     try:
         from smg.cli import main as smg_main
     except ImportError as exc:

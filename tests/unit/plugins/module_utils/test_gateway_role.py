@@ -1,6 +1,8 @@
 """The gateway role's Python: its workers from the inventory (module_utils/gateway.py
 inventory_worker_urls, filter gateway_inventory_worker_urls) and its preflight (gateway_problems)."""
 
+import re
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -107,3 +109,43 @@ def test_extra_args_render_as_the_services_do():
                     "--retry-max-retries", "3"]
     assert systemd_exec(["/opt/x/python", "launch.py", "launch", "--host", "0.0.0.0"] + argv).splitlines()[0] == \
         "/opt/x/python launch.py launch \\"
+
+
+def launcher():
+    """roles/sglang_gateway/files/launch.py, the unit's ExecStart (it runs in the gateway's venv)."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sglang_gateway", "files", "launch.py")
+    spec = importlib.util.spec_from_file_location("sglang_gateway_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_launcher_starts_smg_with_the_manifest_s_workers_and_the_keys_from_the_environment(tmp_path):
+    launch = launcher()
+    manifest = tmp_path / "workers.json"
+    manifest.write_text('{"version": 1, "workers": [{"url": "http://10.0.0.5:30000"}, {"url": "http://10.0.0.6:30000"}]}')
+    environ = {"SGLANG_GATEWAY_MANIFEST": str(manifest), "SGLANG_GATEWAY_API_KEY": "k",
+               "SGLANG_GATEWAY_CONTROL_PLANE_API_KEY_10": "b:B:user:k2", "SGLANG_GATEWAY_CONTROL_PLANE_API_KEY_2": "a:A:admin:k1"}
+    assert launch.manifest_args(environ) == ["--worker-urls", "http://10.0.0.5:30000", "http://10.0.0.6:30000"]
+    assert launch.secret_args(environ) == ["--api-key", "k", "--control-plane-api-keys", "a:A:admin:k1", "b:B:user:k2"]
+    assert environ == {}  # taken out of the environment
+    # No manifest yet (a gateway before its first worker), an empty one, none named: no workers.
+    assert launch.manifest_args({"SGLANG_GATEWAY_MANIFEST": str(tmp_path / "absent.json")}) == []
+    manifest.write_text('{"version": 1, "workers": []}')
+    assert launch.manifest_args({"SGLANG_GATEWAY_MANIFEST": str(manifest)}) == []
+    assert launch.manifest_args({}) == []
+
+
+@pytest.mark.parametrize("text, said", [
+    ("{not json", "cannot read the worker manifest"),
+    ('{"version": 1, "workers": [{"id": "x"}]}', "is not {\"version\": 1, \"workers\": [{\"url\": ...}]}"),
+    ('[]', "is not {\"version\": 1"),
+])
+def test_the_launcher_refuses_a_manifest_it_cannot_read(tmp_path, text, said):
+    launch = launcher()
+    manifest = tmp_path / "workers.json"
+    manifest.write_text(text)
+    with pytest.raises(launch.ManifestError, match=re.escape(said)):
+        launch.manifest_args({"SGLANG_GATEWAY_MANIFEST": str(manifest)})

@@ -126,7 +126,8 @@ def test_markdown_table():
 
 def test_the_filters_are_these_functions():
     from ansible_collections.blackwell.sglang.plugins.filter.rollout import (
-        FilterModule, gateway_admin_key, gateway_inventory_worker_urls, gateway_missing_workers, gateway_problems, gateway_workers_of)
+        FilterModule, gateway_admin_key, gateway_calls, gateway_inventory_worker_urls, gateway_missing_workers, gateway_problems,
+        gateway_workers_of)
     assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row,
                                         "gateway_workers_of": gateway_workers_of,
                                         "gateway_missing_workers": gateway_missing_workers,
@@ -135,6 +136,9 @@ def test_the_filters_are_these_functions():
                                         "rollout_gateways": r.rollout_gateways, "drain_gone_problems": r.drain_gone_problems,
                                         "drain_load_problems": r.drain_load_problems,
                                         "gateway_undrain_problems": r.undrain_problems,
+                                        "gateway_calls": gateway_calls,
+                                        "gateway_registrations": r.registrations,
+                                        "gateway_pending_registrations": r.pending_registrations,
                                         "gateway_admin_key": gateway_admin_key}
 
 
@@ -199,6 +203,38 @@ def test_the_undrain_is_confirmed_only_when_every_worker_and_rank_is_healthy_and
     assert r.undrain_problems([workers(dict(healthy, url=W1 + "@0", dp_base_url=W1), pending)], [W1], 60) == [
         "gateway gw-1 (http://127.0.0.1:30080): http://10.0.0.1:30000 listed but not healthy "
         "(http://10.0.0.1:30000@1: is_healthy False, status pending) after 60 s"]
+
+
+def test_the_calls_of_a_drain_step_are_made_at_each_gateway_that_answered():
+    gw2 = {"host": "gw-2", "url": "http://127.0.0.1:30081"}
+    rank = {"id": "u-1", "url": W1 + "@1", "dp_base_url": W1}
+    answers = [workers(rank, {"id": "u-2", "url": W2}),
+               {"status": 200, "json": {"workers": [{"id": "u-3", "url": "http://10.0.0.1:30000/"}]}, "item": gw2},
+               {"status": 401, "msg": "Status code was 401", "item": GW}, {"skipped": True}]
+    assert r.gateway_calls(answers, [W1], "remove") == [
+        {"host": "gw-1", "gateway": "http://127.0.0.1:30080", "id": "u-1", "url": W1 + "@1"},
+        {"host": "gw-2", "gateway": "http://127.0.0.1:30081", "id": "u-3", "url": "http://10.0.0.1:30000/"}]
+    # Registered where no spelling of it is held; a gateway that did not answer gets no call.
+    assert r.gateway_calls(answers, [W1, W2], "register") == [
+        {"host": "gw-2", "gateway": "http://127.0.0.1:30081", "url": W2}]
+    with pytest.raises(ValueError, match="neither remove nor register"):
+        r.gateway_calls(answers, [W1], "add")
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.blackwell.sglang.plugins.filter.rollout import gateway_calls
+    with pytest.raises(AnsibleFilterError, match="gateway_calls: "):
+        gateway_calls(answers, ["not a url"], "remove")
+
+
+def test_a_registration_is_known_by_its_worker_id_and_pending_while_the_gateway_says_so():
+    call = {"host": "gw-1", "gateway": "http://127.0.0.1:30080", "url": W1}
+    posted = [{"json": {"status": "accepted", "worker_id": "u-9"}, "item": call},
+              {"json": {"error": "bad"}, "item": dict(call, url=W2)}, {"skipped": True}]
+    made = r.registrations(posted)
+    assert made == [dict(call, id="u-9")]
+    assert r.pending_registrations([{"status": 200, "json": {"id": "u-9", "status": "pending"}, "item": made[0]}]) == made
+    for done in ({"status": 200, "json": {"id": "u-9", "status": "ready"}}, {"status": 404, "json": {"error": "gone"}},
+                 {"skipped": True}):
+        assert r.pending_registrations([dict(done, item=made[0])]) == []
 
 
 def loads(status=200, body=None, key="eagle3"):
