@@ -26,6 +26,7 @@ Pure standard library: used by the rollout's filters on the controller.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import socket
 from urllib.parse import urlsplit
@@ -363,8 +364,17 @@ def gateway_problems(settings):
     to change; [] when good. ``settings``: the role's variables without the prefix (host, port,
     metrics_host, metrics_port, policy, request_timeout, worker_startup_timeout, workers (None: from
     the inventory), extra_args, api_key, control_plane_api_keys, service_ports (the SGLang services
-    on the same host: its ``sglang_services_endpoints``, {service: {url, port}} or {service: port})). Secrets are checked, never shown."""
+    on the same host: its ``sglang_services_endpoints``, {service: {url, port}} or {service: port}),
+    serves (the host's ``sglang_services_active``, None when unset) and groups (its ``group_names``)).
+    Secrets are checked, never shown."""
     problems = []
+    serves = settings.get("serves")
+    if serves not in (None, "", "none", []) and serves != ["none"]:
+        others = [group for group in settings.get("groups") or [] if group != "sglang_gateway"]
+        problems.append("this host is in sglang_gateway and also serves (sglang_services_active %s%s): site.yml and "
+                        "rollout.yml never run an SGLang server on a gateway host (all:!sglang_gateway), so it would "
+                        "serve nothing; take it out of sglang_gateway, or out of the serving group"
+                        % (json.dumps(serves), ", from its groups %s" % ", ".join(others) if others else ""))
     port, metrics = _port(settings.get("port")), _port(settings.get("metrics_port"))
     for name, value in (("sglang_gateway_port", settings.get("port")),
                         ("sglang_gateway_metrics_port", settings.get("metrics_port"))):

@@ -350,13 +350,21 @@ def undrain_problems(results, urls, timeout):
     return problems
 
 
+def not_listening(result):
+    """Whether an ansible.builtin.uri result is a refused connection (status -1, "Connection refused"
+    in its message, as urllib words ECONNREFUSED)."""
+    return result.get("status") == -1 and "Connection refused" in str(result.get("msg") or "")
+
+
 def drain_load_problems(results, timeout, require=True):
     """After the wait for the server's requests in flight (GET /v1/loads, one result per active
     service): the requests still running or waiting, and each answer that cannot be read, which is
-    a problem unless ``require`` is false (rollout_drain_require_loads: restart without knowing)."""
+    a problem unless ``require`` is false (rollout_drain_require_loads: restart without knowing).
+    A connection refused is no answer but a fact: no server listens there, so nothing is in flight
+    (a service that is stopped, or has not started yet)."""
     problems = []
     for result in results or []:
-        if result.get("skipped"):
+        if result.get("skipped") or not_listening(result):
             continue
         item = result.get("item") or {}
         url = "%s/v1/loads" % ((item.get("value") or {}).get("url") if isinstance(item, dict) else "?")

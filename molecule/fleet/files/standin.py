@@ -11,7 +11,10 @@ a model server; it answers what the collection and the gateway ask a server, as 
     sglang/srt/entrypoints/v1_loads.py reports them);
   - POST /generate (SGLang's native {"text": ...}) and /v1/completions, /v1/chat/completions
     (OpenAI's shape), each answered after the configured delay, so requests are in flight during a
-    drain.
+    drain. /generate with "stream": true answers as SGLang's does (sglang/srt/entrypoints/http_server.py
+    generate_request: "data: {json}" events, the last "data: [DONE]"), its chunks spread over the
+    delay, so a server stopped mid-stream leaves a stream without its final chunk. Request bodies
+    are read with Content-Length or chunked (the gateway forwards some bodies chunked).
 
   standin.py server --port N [--host H] [--dp-size N] [--state-dir D] [--config F]
 
@@ -99,10 +102,41 @@ class Server(BaseHTTPRequestHandler):
         else:
             self.reply(404, {"error": "not served by the stand-in: %s" % path})
 
+    def body(self):
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            data = b""
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline()  # the chunk's CRLF
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def stream(self, text, delay, chunks=4):
+        """SGLang's native streaming answer: cumulative "text" per event, then [DONE]."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for index in range(chunks):
+            time.sleep(delay / chunks)
+            done = index == chunks - 1
+            event = {"text": text[:len(text) * (index + 1) // chunks], "meta_info": {
+                "id": "standin", "finish_reason": {"type": "stop"} if done else None}}
+            self.chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+        self.chunk(b"data: [DONE]\n\n")
+        self.chunk(b"")
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
     def do_POST(self):  # noqa: N802
         path = self.path.split("?", 1)[0]
-        length = int(self.headers.get("Content-Length") or 0)
-        request = json.loads(self.rfile.read(length) or b"{}")
+        request = json.loads(self.body() or b"{}")
         knobs = self.knobs()
         if not self.allowed(path, knobs):
             return
@@ -112,11 +146,15 @@ class Server(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.in_flight += 1
         try:
-            time.sleep(float(knobs.get("delay") or 0))
+            delay = float(knobs.get("delay") or 0)
+            text = " Paris (stand-in, venv %s)" % VENV_ID
+            if path == "/generate" and request.get("stream") and not self.server.failing:
+                self.stream(text, delay)
+                return
+            time.sleep(delay)
             if self.server.failing:
                 self.reply(503, {"error": "stand-in told to fail for venv %s" % VENV_ID})
                 return
-            text = " Paris (stand-in, venv %s)" % VENV_ID
             if path == "/generate":
                 self.reply(200, {"text": text, "prompt": request.get("text"), "meta_info": {"id": "standin"}})
             elif path == "/v1/completions":

@@ -11,7 +11,8 @@ back by itself (no compile), and the rollout stops before the other node. A fail
 current alone; a truncated artifact makes node 2 build locally and end whole, and its export repairs
 the store; bad rollout settings and a bad host setting stop the rollout before anything changed.
 Node 2 told it has B300s (another key) builds its own artifact, never node 1's; last, a change of
-the units' environment alone that fails is undone from the snapshot taken before the switch.
+the units' environment alone, then of a unit alone, that fails is undone from the snapshot taken
+before the switch.
 
 The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started by the units
 through prepare.yml's drop-in (a lab node has no GPU). The drain through the real model gateway is
@@ -349,7 +350,7 @@ def test_10_a_node_of_another_key_builds_its_own_and_never_gets_that_artifact():
     assert "-gencode=arch=compute_103a,code=sm_103a" in ninja and "compute_120" not in ninja
 
 
-def test_11_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
+def test_11_an_env_only_change_that_fails_is_restored_from_the_snapshot():
     # An env-only change that breaks the server (the stand-in reads STANDIN_UNHEALTHY=1 from its
     # environment and answers 503 on /health_generate), the venv unchanged: the canary's units and env
     # files are kept before its switch, it restarts, fails its health gate, gets them back, restarts
@@ -378,6 +379,33 @@ def test_11_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
     assert (HOSTS[NODE1].file(env_file).content_string, unit(NODE1), current(NODE1)) == before
     assert "STANDIN_UNHEALTHY" not in HOSTS[NODE1].file(env_file).content_string
     assert starts(NODE1) == node1 + [os.path.basename(current(NODE1))] * 2
+    assert serving(NODE1) == current(NODE1)
+    assert HOSTS[NODE1].check_output("systemctl is-active %s" % UNIT) == "active"
+    assert starts(NODE2) == node2
+
+
+def test_12_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
+    # A change of the unit alone that breaks the server: LimitNOFILE=3 (sglang_services_limit_nofile)
+    # leaves Python no file to open, so the pre-warm check and the server cannot start; env files and
+    # venv unchanged. The canary's unit comes back from the snapshot, it restarts and serves; the
+    # rollout stops before node 2.
+    env_file = "/etc/sglang/sglang-eagle3.env"
+    before = (HOSTS[NODE1].file(env_file).content_string, unit(NODE1), current(NODE1))
+    node1, node2 = starts(NODE1), starts(NODE2)
+    assert "LimitNOFILE=1048576" in before[1]
+    rc, tasks, text = playbook(ROLLOUT, "all", UPGRADED, {"sglang_services_limit_nofile": 3})
+    assert rc != 0, text
+    run = tasks[NODE1]
+    assert index(run, "Snapshot | Copy them", changed=None) \
+        < index(run, "Rollback | Why this host failed", changed=False) \
+        < index(run, "Restore | The units and env files as they were")
+    report = rows(reports()[-1])
+    assert (report[NODE1]["result"], report[NODE1]["batch"]) == ("rolled back", 1), report[NODE1]
+    assert report[NODE2]["result"] == "not reached"
+    # Node 1 is what it was (unit, env file, venv) and serving, started once more (the restored
+    # unit: the broken one never got as far as the stand-in); node 2 was never restarted.
+    assert (HOSTS[NODE1].file(env_file).content_string, unit(NODE1), current(NODE1)) == before
+    assert starts(NODE1) == node1 + [os.path.basename(current(NODE1))]
     assert serving(NODE1) == current(NODE1)
     assert HOSTS[NODE1].check_output("systemctl is-active %s" % UNIT) == "active"
     assert starts(NODE2) == node2

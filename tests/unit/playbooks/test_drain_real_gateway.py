@@ -246,8 +246,7 @@ def drain(tmp_path, gateway, action, ports, mode, ok=True, verbosity=0, play=PLA
     extra = dict({"__rollout_drain": mode, "__rollout_router_url": gateway.url,
                   "__rollout_gateway_hosts": ["gw"], "__rollout_gateway_api_key": KEY, "__rollout_server_api_key": "",
                   "__rollout_gateway_timeout": 10, "__rollout_drain_timeout": 10, "__rollout_drain_require_loads": True,
-                  "sglang_services_endpoints": endpoints,
-                  "sglang_services_units": {name: {"active": "active/running"} for name in ports}}, **settings)
+                  "sglang_services_endpoints": endpoints}, **settings)
     if action:  # else the play sets it (extra vars would win over its include's vars)
         extra["rollout_action"] = action
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),

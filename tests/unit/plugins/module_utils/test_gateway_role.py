@@ -55,6 +55,8 @@ def test_a_host_without_the_fact_is_named_with_what_to_do():
 
 def test_good_settings_have_no_problems():
     assert g.gateway_problems(GOOD) == []
+    for serves in (None, "", "none", [], ["none"]):
+        assert g.gateway_problems(dict(GOOD, serves=serves, groups=["sglang_gateway"])) == []
     assert g.gateway_problems(dict(GOOD, workers=["http://10.0.0.5:30000", "https://[fd00::5]:443"],
                                    control_plane_api_keys=[], extra_args={"log-level": "debug"},
                                    service_ports=EAGLE3)) == []
@@ -88,6 +90,10 @@ def test_good_settings_have_no_problems():
     ({"control_plane_api_keys": ["ops:Operators:root:k"]}, "sglang_gateway_control_plane_api_keys[0]: the role (third field) must be admin or user"),
     ({"control_plane_api_keys": ["ops:admin:k"]}, "sglang_gateway_control_plane_api_keys[0] is not 'id:name:role:key'"),
     ({"control_plane_api_keys": "ops:Operators:admin:k"}, "must be a list of 'id:name:role:key'"),
+    ({"serves": "eagle3", "groups": ["sglang", "pro6000", "sglang_gateway"]},
+     'this host is in sglang_gateway and also serves (sglang_services_active "eagle3", from its groups sglang, pro6000): '
+     "site.yml and rollout.yml never run an SGLang server on a gateway host"),
+    ({"serves": ["eagle3", "dflash"]}, 'also serves (sglang_services_active ["eagle3", "dflash"]): site.yml'),
 ])
 def test_bad_settings_are_named(change, message):
     problems = g.gateway_problems(dict(GOOD, **change))

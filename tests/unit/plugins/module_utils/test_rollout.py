@@ -237,6 +237,16 @@ def test_a_registration_is_known_by_its_worker_id_and_pending_while_the_gateway_
         assert r.pending_registrations([dict(done, item=made[0])]) == []
 
 
+def test_a_server_that_is_not_listening_has_nothing_in_flight():
+    refused = {"status": -1, "msg": "Status code was -1 and not [200]: Request failed: <urlopen error [Errno 111] Connection refused>",
+               "item": {"key": "eagle3", "value": {"url": "http://127.0.0.1:30000"}}}
+    assert r.drain_load_problems([refused], 300) == []
+    timed_out = dict(refused, msg="Status code was -1 and not [200]: Request failed: <urlopen error timed out>")
+    assert r.drain_load_problems([timed_out], 300) == [
+        "cannot tell what eagle3 has in flight: http://127.0.0.1:30000/v1/loads answered HTTP -1; "
+        "set rollout_drain_require_loads=false to restart without that figure"]
+
+
 def loads(status=200, body=None, key="eagle3"):
     return {"status": status, "json": body, "item": {"key": key, "value": {"url": "http://127.0.0.1:30000"}}}
 
