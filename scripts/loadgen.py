@@ -17,10 +17,13 @@ A request counts as served only when its answer is whole:
   - status: the gateway answered something other than 200;
   - connection: no answer (refused, reset, timed out before the status line);
   - cut short: a 200 whose body is not a whole answer - a plain answer that is not JSON with
-    "text", a stream that ends without its final chunk ("data: [DONE]", after an event whose
-    meta_info.finish_reason is set: sglang/srt/entrypoints/http_server.py, generate_request). A worker
-    stopped mid-stream can end the stream cleanly with status 200, so this is the class that a
-    status code alone would hide.
+    "text" and a finish reason, or whose finish reason is "abort"; a stream that does not end with
+    "data: [DONE]" after an event whose meta_info.finish_reason is set and is not "abort", or that
+    carries an {"error"} event (sglang/srt/entrypoints/http_server.py, generate_request; SGLang ends
+    a request cut by an abort or a shutdown with finish_reason {"type": "abort"}). A worker stopped
+    mid-stream can end the stream cleanly with status 200, so this is the class that a status code
+    alone would hide;
+  - error: anything else that went wrong in the client (counted, never lost).
 
 Bounds (a wrong value exits 2 before any request): 1 <= concurrency <= 256, 1 <= duration <= 600 s,
 0 <= stream share <= 1, 1 <= timeout <= 600 s. Used by tests/unit/playbooks/test_rollout_under_load.py
@@ -39,7 +42,7 @@ import urllib.parse
 
 MAX_CONCURRENCY = 256
 MAX_DURATION = 600
-CLASSES = ("status", "connection", "cut short")
+CLASSES = ("status", "connection", "cut short", "error")
 
 
 def problems(concurrency, duration, stream_share=0.5, timeout=60):
@@ -62,9 +65,18 @@ def percentile(values, share):
     return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
+def finish_problem(answer):
+    """Why an answer's (or last event's) finish reason says it is not whole ('' when it is whole)."""
+    reason = (answer.get("meta_info") or {}).get("finish_reason") if isinstance(answer, dict) else None
+    if not reason:
+        return "no finish reason"
+    kind = reason.get("type") if isinstance(reason, dict) else reason
+    return "finish reason %r" % kind if kind == "abort" else ""
+
+
 def whole_stream(lines):
-    """Why a streamed answer is not whole ('' when it is): events parse, one carries a finish reason,
-    and the last is [DONE]."""
+    """Why a streamed answer is not whole ('' when it is): the last event is [DONE], every other
+    parses, none is an error, and the last before [DONE] carries a finish reason that is not abort."""
     events = [line[len(b"data:"):].strip() for line in lines if line.startswith(b"data:")]
     if not events or events[-1] != b"[DONE]":
         return "the stream ended without its final chunk (%d events)" % len(events)
@@ -72,9 +84,12 @@ def whole_stream(lines):
         parsed = [json.loads(event) for event in events[:-1]]
     except ValueError:
         return "an event of the stream is not JSON"
-    if not any((event.get("meta_info") or {}).get("finish_reason") for event in parsed if isinstance(event, dict)):
-        return "no event of the stream carries a finish reason"
-    return ""
+    if any(isinstance(event, dict) and "error" in event for event in parsed):
+        return "the stream carries an error event"
+    if not parsed:
+        return "no event before [DONE]"
+    why = finish_problem(parsed[-1])
+    return "the stream's last event has %s" % why if why else ""
 
 
 class Load:
@@ -112,13 +127,15 @@ class Load:
         self.done.set()
         for thread in self.threads:
             thread.join(self.timeout + 5)
-        self.ended = self.ended or time.monotonic()
+        with self.lock:
+            self.ended = self.ended or time.monotonic()
         return self.report()
 
     def wait(self):
-        """Until DURATION has passed (the clients stop by themselves), then the report."""
+        """Until DURATION has passed (the clients stop by themselves, each request bounded by the
+        timeout), then the report."""
         for thread in self.threads:
-            thread.join()
+            thread.join(self.duration + self.timeout + 5)
         return self.stop()
 
     def client(self, index):
@@ -129,7 +146,10 @@ class Load:
             stream = int((turn + 1) * self.stream_share) > int(turn * self.stream_share)
             number += 1
             began = time.monotonic()
-            failure = self.request(stream, index)
+            try:
+                failure = self.request(stream, index)
+            except Exception as exc:  # pylint: disable=broad-exception-caught  # counted, never lost
+                failure = ("error", "%s: %s" % (type(exc).__name__, exc))
             with self.lock:
                 self.sent += 1
                 self.streamed += int(stream)
@@ -141,8 +161,6 @@ class Load:
                     self.examples.setdefault(kind, why)
             if failure:
                 time.sleep(0.05)  # a gateway that refuses is not hammered
-        with self.lock:
-            self.ended = max(self.ended or 0, time.monotonic())
 
     def request(self, stream, index):
         """None when the answer is whole, else (class, why)."""
@@ -156,13 +174,15 @@ class Load:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
             try:
-                connection.request("POST", "/generate", json.dumps(body), headers)
+                connection.request("POST", "/generate", json.dumps(body).encode(), headers)
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 return "connection", "%s: %s" % (type(exc).__name__, exc)
             try:
                 data = response.read()
             except (OSError, http.client.HTTPException) as exc:  # the body broke off
+                if response.status != 200:
+                    return "status", "HTTP %d (its body broke off)" % response.status
                 return "cut short", "%s %s: %s" % ("stream" if stream else "answer", type(exc).__name__, exc)
             if response.status != 200:
                 return "status", "HTTP %d: %s" % (response.status, data[:200].decode("utf-8", "replace"))
@@ -175,7 +195,8 @@ class Load:
                 return "cut short", "the answer is not JSON: %r" % data[:100]
             if not isinstance(answer, dict) or not isinstance(answer.get("text"), str):
                 return "cut short", "the answer has no text: %r" % data[:100]
-            return None
+            why = finish_problem(answer)
+            return ("cut short", "the answer has %s" % why) if why else None
         finally:
             connection.close()
 

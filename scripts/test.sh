@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # All tests. CI (.ci/run) calls exactly `./scripts/test.sh`.
-#   ./scripts/test.sh                        everything: lint, sanity, unit tests, build check, every Molecule scenario
+#   ./scripts/test.sh                        everything: lint, sanity, unit tests, build check, every Molecule scenario,
+#                                            the gateway tests (the drain through the real smg, under load)
 #   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
 #   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
 #   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: the
@@ -21,7 +22,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=true ;;
     --clean) clean=true ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,9 +87,16 @@ checks() {
   step "ansible-test sanity"
   scripts/sanity.sh
   step "unit tests"
-  python -m pytest -q -p no:cacheprovider --junitxml="$times/unit.xml" tests/unit
+  python -m pytest -q -p no:cacheprovider --junitxml="$times/unit.xml" --ignore=tests/unit/playbooks tests/unit
   step "collection build + install + FQCN"
   scripts/check-build.sh
+}
+# The rollout's drain against the real model gateway (smg from PyPI, stand-in servers on loopback,
+# a load of real requests): no node, but minutes of playbook runs, so it runs at the end of the
+# main lane, which ends well before the one with b300 and fleet.
+gateway_tests() {
+  step "gateway tests (the drain through the real smg, under load)"
+  python -m pytest -q -p no:cacheprovider --junitxml="$times/gateway.xml" tests/unit/playbooks
 }
 
 if $quick; then
@@ -138,8 +146,13 @@ for scenario in $main; do
   # In the background so that a stop (a signal, a failed disk check in the other lane) acts at once.
   run_scenario "$scenario" &
   main_pid=$!
-  wait "$main_pid" || { failed="$scenario"; break; }
+  wait "$main_pid" || { failed="Molecule scenario $scenario"; break; }
 done
+if [ -z "$failed" ]; then
+  gateway_tests &
+  main_pid=$!
+  wait "$main_pid" || failed="(the gateway tests)"
+fi
 main_pid=""
 if [ -n "$beside" ]; then
   # Ends the last scenario's row of the breakdown here, not when the other lane ends.
@@ -151,7 +164,7 @@ if [ -n "$beside" ]; then
   [ "$beside_rc" -eq 0 ] || failed="$failed (the checks or one of$beside)"
 fi
 if [ -n "$failed" ]; then
-  echo "test.sh: Molecule scenario $failed failed"
+  echo "test.sh: $failed failed"
   exit 1
 fi
 finished=true

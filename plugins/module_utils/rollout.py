@@ -356,18 +356,27 @@ def not_listening(result):
     return result.get("status") == -1 and "Connection refused" in str(result.get("msg") or "")
 
 
-def drain_load_problems(results, timeout, require=True):
+def drain_load_problems(results, timeout, require=True, units=None):
     """After the wait for the server's requests in flight (GET /v1/loads, one result per active
     service): the requests still running or waiting, and each answer that cannot be read, which is
     a problem unless ``require`` is false (rollout_drain_require_loads: restart without knowing).
     A connection refused is no answer but a fact: no server listens there, so nothing is in flight
-    (a service that is stopped, or has not started yet)."""
+    (a service that is stopped, or has not started yet) - unless ``units`` (sglang_services_units,
+    when the run read them) says that service's unit is running: then it serves somewhere else (a
+    port the change moves), and what it has in flight is unknown."""
     problems = []
     for result in results or []:
-        if result.get("skipped") or not_listening(result):
+        if result.get("skipped"):
             continue
         item = result.get("item") or {}
         url = "%s/v1/loads" % ((item.get("value") or {}).get("url") if isinstance(item, dict) else "?")
+        if not_listening(result):
+            running = ((units or {}).get(item.get("key")) or {}).get("active") == "active/running"
+            if running and require:
+                problems.append("cannot tell what %s has in flight: nothing listens at %s although its unit is "
+                                "running (does this change move its port?); set rollout_drain_require_loads=false "
+                                "to restart without that figure" % (item.get("key"), url))
+            continue
         document = result.get("json") if isinstance(result.get("json"), dict) else {}
         loads = document.get("loads")
         if result.get("status") != 200 or not isinstance(loads, list) or not all(isinstance(load, dict) for load in loads):

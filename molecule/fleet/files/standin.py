@@ -156,7 +156,8 @@ class Server(BaseHTTPRequestHandler):
                 self.reply(503, {"error": "stand-in told to fail for venv %s" % VENV_ID})
                 return
             if path == "/generate":
-                self.reply(200, {"text": text, "prompt": request.get("text"), "meta_info": {"id": "standin"}})
+                self.reply(200, {"text": text, "prompt": request.get("text"),
+                                 "meta_info": {"id": "standin", "finish_reason": {"type": "stop"}}})
             elif path == "/v1/completions":
                 self.reply(200, {"id": "standin", "object": "text_completion", "model": "standin",
                                  "choices": [{"index": 0, "text": text, "finish_reason": "stop"}]})

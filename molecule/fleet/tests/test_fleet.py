@@ -311,10 +311,11 @@ def test_8_bad_rollout_settings_stop_it_before_anything_changed(tmp_path):
     a_file = tmp_path / "report-is-a-file"
     a_file.write_text("")
     rc, tasks, text = playbook(ROLLOUT, "all", {"rollout_serial": [1, 0], "rollout_drain": "bogus",
-                                                "rollout_report_dir": str(a_file)})
+                                                "rollout_report_dir": str(a_file), "rollout_action": "undrain"})
     assert rc != 0
     for message in ("rollout_serial entry 0 is not a positive number", "rollout_drain 'bogus' is none of none, sglang_gateway, sglang_router",
-                    "rollout_report_dir: %s on the controller is not a directory" % a_file, "Nothing was changed."):
+                    "rollout_report_dir: %s on the controller is not a directory" % a_file,
+                    'rollout_action is set by the rollout for each step of the drain: do not give it', "Nothing was changed."):
         assert message in text
     rc, tasks2, text = playbook(ROLLOUT, "all", "rollout_drain=/nonexistent/drain.yml")
     assert rc != 0 and "rollout_drain: the tasks file /nonexistent/drain.yml does not exist on the controller" in text

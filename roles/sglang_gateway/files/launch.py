@@ -42,6 +42,7 @@ def manifest_args(environ):
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except FileNotFoundError:
+        sys.stderr.write("sglang-gateway launch.py: no worker manifest at %s yet: starting with no workers\n" % path)
         return []
     except (OSError, ValueError) as exc:
         raise ManifestError("cannot read the worker manifest %s: %s" % (path, exc)) from exc
@@ -49,6 +50,9 @@ def manifest_args(environ):
     if not isinstance(workers, list) or not all(isinstance(w, dict) and isinstance(w.get("url"), str) for w in workers):
         raise ManifestError("the worker manifest %s is not {\"version\": 1, \"workers\": [{\"url\": ...}]}: "
                             "run the sglang_gateway role again" % path)
+    if document.get("version") != 1:
+        raise ManifestError("the worker manifest %s has version %r, not 1: run the sglang_gateway role again"
+                            % (path, document.get("version")))
     urls = [worker["url"] for worker in workers]
     return ["--worker-urls"] + urls if urls else []
 

@@ -332,9 +332,10 @@ def test_router_each_registration_carries_the_server_s_key_and_no_key_is_printed
     _calls, more = drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_router", verbosity=3,
                          __rollout_server_api_key="server-key")
     assert gw.urls() == []
+    assert "Gateway | Register them through the API" in out  # the tasks did run, at -vvv
+    assert "Gateway | Remove them through the API" in more
     for text in (out, more):
         assert KEY not in text and "server-key" not in text
-        assert "Gateway | Register them through the API" in out  # the tasks did run at -vvv
 
 
 def test_router_a_registration_the_gateway_holds_pending_is_reported_by_keep_out(tmp_path, router):
@@ -343,10 +344,10 @@ def test_router_a_registration_the_gateway_holds_pending_is_reported_by_keep_out
     # Registered without the server's key: the server answers /health (no key there) but 401 on what
     # smg asks before it lists a worker, so the registration stays pending and the undrain times out.
     knobs.write_text(json.dumps({"api_key": "server-key"}))
-    calls, out = drain(tmp_path, gw, None, {"eagle3": a}, "sglang_router", play=PLAY_KEEP_OUT,
-                       __rollout_gateway_timeout=4)
+    _calls, out = drain(tmp_path, gw, None, {"eagle3": a}, "sglang_router", play=PLAY_KEEP_OUT,
+                        __rollout_gateway_timeout=4)
     assert "undrain of node" in out and "the host is out of rotation" in out
-    assert calls["What keep_out found"] == [] and '"msg": "pending: %s"' % u(a) in out
+    assert '"msg": "pending: %s"' % u(a) in out
     assert gw.urls() == []
 
 

@@ -5,7 +5,8 @@ started as the sglang_gateway role's unit starts it (roles/sglang_gateway/files/
 manifest and the key from the environment), three stand-in SGLang servers behind it on loopback
 (molecule/fleet/files/standin.py: a real server needs a GPU and weights; each answer takes 1 s, so
 requests are in flight at every drain), and a bounded load of real requests through the gateway
-(scripts/loadgen.py: 8 clients, native POST /generate without "model", half of them streamed, a
+(policy round_robin, which spreads them over the three workers;
+scripts/loadgen.py: 8 clients, native POST /generate without "model", half of the requests streamed, a
 request served only when its answer is whole).
 
 While the load runs, a play takes each worker in turn (serial: 1) as playbooks/rollout.yml does:
@@ -93,11 +94,16 @@ PLAY = textwrap.dedent("""\
           ansible.builtin.set_fact:
             phase_drain: "{{ now().timestamp() }}"
 
-        # The test's own look (not the drain's): requests are in flight on this worker as its drain starts.
+        # The test's own look (not the drain's): requests are in flight on this worker as its drain
+        # starts (round_robin spreads the clients over the three workers; cache_aware may leave one idle).
         - name: Phase | in flight as the drain starts
           ansible.builtin.uri:
             url: "{{ sglang_services_endpoints.eagle3.url }}/v1/loads"
           register: phase_loads
+          until: phase_loads.json.loads | map(attribute='num_running_reqs') | sum > 0
+          retries: 10
+          delay: 0.3
+          failed_when: false
 
         - name: The rollout's drain
           ansible.builtin.include_tasks: %(drain)s
@@ -185,7 +191,7 @@ def fleet(tmp_path):
     log = open(work / "gateway.log", "w")
     gateway = subprocess.Popen(
         [sys.executable, LAUNCHER, "launch", "--host", "127.0.0.1", "--port", str(gateway_port), "--prometheus-host",
-         "127.0.0.1", "--prometheus-port", str(metrics_port), "--policy", "cache_aware", "--disable-tokenizer-autoload",
+         "127.0.0.1", "--prometheus-port", str(metrics_port), "--policy", "round_robin", "--disable-tokenizer-autoload",
          "--health-check-interval-secs", "1", "--log-level", "warn"],
         stdout=log, stderr=subprocess.STDOUT,
         env=dict(os.environ, SGLANG_GATEWAY_MANIFEST=str(work / "workers.json"), SGLANG_GATEWAY_API_KEY=KEY))

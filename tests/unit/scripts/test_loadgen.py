@@ -50,12 +50,27 @@ def event(text, finish=None):
     ([event(" Pa"), b"", event(" Paris", {"type": "stop"}), b"", b"data: [DONE]", b""], ""),
     # A worker stopped mid-stream: the gateway may close the stream cleanly, with or without [DONE].
     ([event(" Pa"), b""], "the stream ended without its final chunk (1 events)"),
-    ([event(" Pa"), b"data: [DONE]"], "no event of the stream carries a finish reason"),
+    ([event(" Pa"), b"data: [DONE]"], "the stream's last event has no finish reason"),
+    # SGLang ends a request cut by an abort or a shutdown this way; the gateway passes it through.
+    ([event(" Pa"), event(" Pa", {"type": "abort", "message": "server shutdown"}), b"data: [DONE]"],
+     "the stream's last event has finish reason 'abort'"),
+    ([event(" Pa"), b'data: {"error": {"message": "upstream closed"}}', b"data: [DONE]"], "the stream carries an error event"),
+    ([b"data: [DONE]"], "no event before [DONE]"),
     ([], "the stream ended without its final chunk (0 events)"),
     ([b"data: {not json", b"data: [DONE]"], "an event of the stream is not JSON"),
 ])
 def test_a_stream_is_whole_only_with_its_final_chunk(lines, why):
     assert loadgen.whole_stream(lines) == why
+
+
+@pytest.mark.parametrize("answer, why", [
+    ({"text": " Paris", "meta_info": {"finish_reason": {"type": "stop"}}}, ""),
+    ({"text": " Paris", "meta_info": {"finish_reason": {"type": "length", "length": 8}}}, ""),
+    ({"text": " Pa", "meta_info": {"finish_reason": {"type": "abort"}}}, "finish reason 'abort'"),
+    ({"text": " Pa", "meta_info": {}}, "no finish reason"),
+])
+def test_a_plain_answer_is_whole_only_with_a_finish_reason_that_is_not_abort(answer, why):
+    assert loadgen.finish_problem(answer) == why
 
 
 def test_percentiles_are_nearest_rank():

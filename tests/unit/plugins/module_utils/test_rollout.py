@@ -241,6 +241,11 @@ def test_a_server_that_is_not_listening_has_nothing_in_flight():
     refused = {"status": -1, "msg": "Status code was -1 and not [200]: Request failed: <urlopen error [Errno 111] Connection refused>",
                "item": {"key": "eagle3", "value": {"url": "http://127.0.0.1:30000"}}}
     assert r.drain_load_problems([refused], 300) == []
+    assert r.drain_load_problems([refused], 300, units={"eagle3": {"active": "inactive/dead"}}) == []
+    # Its unit runs, yet nothing listens at the port the inventory now names: in flight unknown.
+    assert r.drain_load_problems([refused], 300, units={"eagle3": {"active": "active/running"}}) == [
+        "cannot tell what eagle3 has in flight: nothing listens at http://127.0.0.1:30000/v1/loads although its unit "
+        "is running (does this change move its port?); set rollout_drain_require_loads=false to restart without that figure"]
     timed_out = dict(refused, msg="Status code was -1 and not [200]: Request failed: <urlopen error timed out>")
     assert r.drain_load_problems([timed_out], 300) == [
         "cannot tell what eagle3 has in flight: http://127.0.0.1:30000/v1/loads answered HTTP -1; "
