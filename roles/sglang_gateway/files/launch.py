@@ -53,6 +53,10 @@ def manifest_args(environ):
     if document.get("version") != 1:
         raise ManifestError("the worker manifest %s has version %r, not 1: run the sglang_gateway role again"
                             % (path, document.get("version")))
+    special = [worker["url"] for worker in workers if worker.get("worker_type", "regular") != "regular"]
+    if special:
+        raise ManifestError("the worker manifest %s has prefill/decode workers (%s): --worker-urls takes regular "
+                            "workers only" % (path, ", ".join(special)))
     urls = [worker["url"] for worker in workers]
     return ["--worker-urls"] + urls if urls else []
 

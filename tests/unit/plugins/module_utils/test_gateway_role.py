@@ -149,6 +149,7 @@ def test_the_launcher_starts_smg_with_the_manifest_s_workers_and_the_keys_from_t
     ('{"version": 1, "workers": [{"id": "x"}]}', "is not {\"version\": 1, \"workers\": [{\"url\": ...}]}"),
     ('[]', "is not {\"version\": 1"),
     ('{"version": 2, "workers": []}', "has version 2, not 1"),
+    ('{"version": 1, "workers": [{"url": "http://p:1", "worker_type": "prefill"}]}', "has prefill/decode workers (http://p:1)"),
 ])
 def test_the_launcher_refuses_a_manifest_it_cannot_read(tmp_path, text, said):
     launch = launcher()
