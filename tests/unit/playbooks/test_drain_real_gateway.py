@@ -19,25 +19,18 @@ that failed after its drain stays out (keep_out): nothing listed, nothing pendin
 
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-DRAIN = os.path.join(ROOT, "playbooks", "tasks", "rollout_drain_gateway.yml")
-STANDIN = os.path.join(ROOT, "molecule", "fleet", "files", "standin.py")
-LAUNCHER = os.path.join(ROOT, "roles", "sglang_gateway", "files", "launch.py")
+from real_gateway import DRAIN, KEY, LAUNCHER, STANDIN, ansible_env, call, free_port, wait_for
+
 SMG = shutil.which("smg") or os.path.join(os.path.dirname(sys.executable), "smg")
-KEY = "test-gateway-key"
 
 PLAY = textwrap.dedent("""\
     - name: Drain or undrain this host's workers at the gateway
@@ -70,50 +63,6 @@ PLAY_KEEP_OUT = textwrap.dedent("""\
               ansible.builtin.debug:
                 msg: "pending: {{ rollout_pending_registrations | map(attribute='url') | join(' ') }}"
     """) % (DRAIN, DRAIN)
-
-
-_TAKEN = set()
-
-
-def free_port():
-    """A free port below Linux's ephemeral range (32768 and up): a port the kernel hands out here
-    can be taken by a gateway's own outgoing connection before the process meant for it binds it."""
-    while True:
-        port = random.randint(20000, 32000)
-        if port in _TAKEN:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _TAKEN.add(port)
-        return port
-
-
-def call(url, method="GET", body=None, key=KEY):
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = "Bearer " + key
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
-    except urllib.error.URLError as error:  # nothing listens (yet)
-        return 0, {"error": str(error)}
-
-
-def wait_for(predicate, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting for %s" % what)
 
 
 class Gateway:
@@ -249,8 +198,7 @@ def drain(tmp_path, gateway, action, ports, mode, ok=True, verbosity=0, play=PLA
                   "sglang_services_endpoints": endpoints}, **settings)
     if action:  # else the play sets it (extra vars would win over its include's vars)
         extra["rollout_action"] = action
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env = ansible_env()
     proc = subprocess.run(["ansible-playbook", "-i", str(inventory), "--limit", "node", str(play), "-e", json.dumps(extra)]
                           + (["-" + "v" * verbosity] if verbosity else []),
                           capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)

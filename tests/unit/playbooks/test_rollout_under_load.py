@@ -22,26 +22,20 @@ so the first assertion can fail.
 import importlib.util
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-STANDIN = os.path.join(ROOT, "molecule", "fleet", "files", "standin.py")
-LAUNCHER = os.path.join(ROOT, "roles", "sglang_gateway", "files", "launch.py")
-DRAIN = os.path.join(ROOT, "playbooks", "tasks", "rollout_drain_gateway.yml")
+from real_gateway import DRAIN, KEY, LAUNCHER, ROOT, STANDIN, ansible_env, call, free_port, wait_for
+
 VARS = os.path.join(ROOT, "playbooks", "vars", "rollout.yml")
 SPEC = importlib.util.spec_from_file_location("loadgen", os.path.join(ROOT, "scripts", "loadgen.py"))
 loadgen = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(loadgen)
-KEY = "test-gateway-key"
 DELAY = 1.0  # seconds each stand-in takes per answer
 NODES = ("node1", "node2", "node3")
 
@@ -139,41 +133,6 @@ PLAY = textwrap.dedent("""\
     """)
 
 
-_TAKEN = set()
-
-
-def free_port():
-    """A free port below Linux's ephemeral range (see test_drain_real_gateway.py)."""
-    while True:
-        port = random.randint(20000, 32000)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in _TAKEN:
-            _TAKEN.add(port)
-            return port
-
-
-def get(url, key=KEY):
-    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + key})
-    with urllib.request.urlopen(request, timeout=5) as response:
-        return json.loads(response.read())
-
-
-def wait_for(predicate, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except OSError:
-            pass
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting for %s" % what)
-
-
 @pytest.fixture
 def fleet(tmp_path):
     """Three stand-ins (each answer takes DELAY s) behind the gateway as its role runs it."""
@@ -197,7 +156,8 @@ def fleet(tmp_path):
         env=dict(os.environ, SGLANG_GATEWAY_MANIFEST=str(work / "workers.json"), SGLANG_GATEWAY_API_KEY=KEY))
     url = "http://127.0.0.1:%d" % gateway_port
     try:
-        wait_for(lambda: len([w for w in get(url + "/workers")["workers"] if w.get("is_healthy")]) == 3, "three healthy workers")
+        wait_for(lambda: len([w for w in call(url + "/workers")[1].get("workers", []) if w.get("is_healthy")]) == 3,
+                 "three healthy workers")
         yield {"url": url, "ports": ports, "work": work, "config": config, "restart": restart, "gateway_port": gateway_port}
     finally:
         gateway.send_signal(signal.SIGTERM)
@@ -228,8 +188,7 @@ def roll(fleet, drain):
                                          sglang_services_dflash={"draft_model_path": "/models/standin-dflash"})
                               for node, port in fleet["ports"].items()}}}}}))
     extra = {"rollout_drain": drain, "rollout_gateway_timeout": 30, "rollout_drain_timeout": 30}
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+    env = ansible_env()
     load = loadgen.Load(fleet["url"], concurrency=8, duration=300, stream_share=0.5, key=KEY, timeout=30).start()
     time.sleep(2 * DELAY)  # requests in flight everywhere before the first drain
     proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(play), "-e", json.dumps(extra)],
@@ -269,7 +228,7 @@ def test_a_rollout_through_the_gateway_loses_no_request_and_without_the_drain_it
     assert report["failed"] == 0, figures("drain", report, phases)
     # The gateway holds each worker once, healthy, after the run; the manifest lists each once.
     urls = sorted("http://127.0.0.1:%d" % port for port in fleet["ports"].values())
-    workers = get(fleet["url"] + "/workers")["workers"]
+    workers = call(fleet["url"] + "/workers")[1]["workers"]
     assert sorted(w["url"] for w in workers) == urls and all(w["is_healthy"] for w in workers), workers
     assert sorted(w["url"] for w in json.loads((fleet["work"] / "workers.json").read_text())["workers"]) == urls
 
