@@ -1,44 +1,60 @@
-"""A fleet of two PRO 6000-like nodes with the same kernel cache key, reached over SSH as an
-unprivileged user with sudo, rolled out and rolled back.
+"""A fleet of two PRO 6000-like nodes with the same kernel cache key behind the real model gateway
+(smg, on a third, light node), reached over SSH as an unprivileged user with sudo, rolled out and
+rolled back through that gateway.
 
-In order (each test starts from what the previous one left): the converge is playbooks/rollout.yml:
-the two nodes staged at once (FlashInfer's JIT modules built on node 1 only, node 2 seeded from
-the controller's store), then node 1 as the canary batch, then node 2, each service started once
-and gated; the fleet report says so. Node 1 switches to a new venv (built and warmed before current
+In order (each test starts from what the previous one left): the converge is site.yml, as a new
+fleet is brought up: the two nodes staged at once (FlashInfer's JIT modules built on node 1 only,
+node 2 seeded from the controller's store), each service started once and gated, then the
+gateway in front of them, one entry per worker; the fleet report says so. Node 1 switches to a new venv (built and warmed before current
 moves); node 2 installs that venv afterwards (its sources newer than node 1's objects, as on a real
 fleet) and seeds it without compiling. A version that fails its health gate on the canary is rolled
 back by itself (no compile), and the rollout stops before the other node. A failed warm-up leaves
 current alone; a truncated artifact makes node 2 build locally and end whole, and its export repairs
 the store; bad rollout settings and a bad host setting stop the rollout before anything changed.
-Node 2 told it has B300s (another key) builds its own artifact, never node 1's; last, a change of
-the units' environment alone, then of a unit alone, that fails is undone from the snapshot taken
-before the switch.
+Node 2 told it has B300s (another key) builds its own artifact, never node 1's; a change of the
+units' environment alone, then of a unit alone, that fails is undone from the snapshot taken
+before the switch and the node put back at the gateway. Last, a rollout of both nodes (the canary,
+then the rest) while a load of real requests goes through the gateway: none fails.
 
-The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started by the units
-through prepare.yml's drop-in (a lab node has no GPU). The drain through the real model gateway is
-tested in tests/unit/playbooks/test_drain_real_gateway.py.
-Everything else runs for real; task order and results come from Ansible's JSON callback.
+Every rollout here drains through the gateway node's smg (rollout_drain: sglang_gateway, the lab's
+group_vars). The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started
+by the units through prepare.yml's drop-in (a lab node has no GPU). Everything else runs for real,
+the gateway included; task order, results and task start times come from Ansible's JSON callback.
 """
 
+import datetime
 import glob
+import importlib.util
 import json
 import os
 import re
 import subprocess
+import threading
+import time
+import urllib.request
 
 import testinfra
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-NODE1, NODE2 = "fleet-pro6000-1", "fleet-pro6000-2"
+NODE1, NODE2, GATEWAY = "fleet-pro6000-1", "fleet-pro6000-2", "fleet-gateway"
 # The tests look at the nodes as root through podman; the playbooks reach them over SSH as `ops`.
 HOSTS = {name: testinfra.get_host("podman://" + name) for name in (NODE1, NODE2)}
+GATEWAY_HOST = testinfra.get_host("podman://" + GATEWAY)
+with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "sglang_gateway.yml"), encoding="utf-8") as _handle:
+    GATEWAY_VARS = yaml.safe_load(_handle)
+SPEC = importlib.util.spec_from_file_location("loadgen", os.path.join(ROOT, "scripts", "loadgen.py"))
+loadgen = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(loadgen)
 STORE = os.path.join(os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), "..", "kernels")
 REPORTS = os.path.join(os.path.dirname(os.environ["MOLECULE_INVENTORY_FILE"]), "..", "reports")
 UPGRADED = {"sglang_venv_packages": ["sglang==0.5.23", "tomli-w==1.2.0"]}
 MODULE = "quantization"
 ROLLOUT = os.path.join("playbooks", "rollout.yml")
 UNIT = "sglang-eagle3.service"  # the lab's active service
+# The drain's first change and the undrain's (playbooks/tasks/rollout_drain_gateway.yml).
+OUT = "Gateway | Out of rotation in the manifest (each gateway host)"
+BACK = "Gateway | Back in rotation in the manifest (each gateway host)"
 
 
 def stage(limit, *extra_vars):
@@ -63,7 +79,8 @@ def playbook(path, limit, *extra_vars):
     for play in report["plays"]:
         for task in play["tasks"]:
             for host, result in task["hosts"].items():
-                tasks.setdefault(host, []).append((task["task"]["name"], result))
+                # The task's start (UTC, the callback's), for the phase times of test 13.
+                tasks.setdefault(host, []).append((task["task"]["name"], dict(result, _started=task["task"]["duration"]["start"])))
     return proc.returncode, tasks, proc.stdout[-6000:] + proc.stderr[-3000:]
 
 
@@ -135,7 +152,39 @@ def started_at(name):
     return HOSTS[name].check_output("systemctl show -P ActiveEnterTimestampMonotonic %s" % UNIT)
 
 
-def test_1_the_rollout_built_once_seeded_the_second_node_and_started_the_canary_first():
+def address(name):
+    """A node's address on podman's network (how the gateway and the controller reach it)."""
+    return json.loads(subprocess.check_output(["podman", "container", "inspect", name]))[0]["NetworkSettings"]["IPAddress"]
+
+
+def gateway_url():
+    return "http://%s:%d" % (address(GATEWAY), GATEWAY_VARS["sglang_gateway_port"])
+
+
+def gateway(path, body=None):
+    """(status, JSON answer) of a call to the gateway from the controller, with its key."""
+    request = urllib.request.Request(gateway_url() + path, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": "Bearer " + GATEWAY_VARS["sglang_gateway_api_key"],
+                                              "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return answer.status, json.loads(answer.read())
+
+
+def worker_urls():
+    return sorted("http://%s:30000" % address(name) for name in HOSTS)
+
+
+def assert_gateway_holds_each_worker_once():
+    """GET /workers lists each node's service once, healthy; the manifest lists each once; none is drained."""
+    workers = gateway("/workers")[1]["workers"]
+    assert sorted(w["url"] for w in workers) == worker_urls() and all(w["is_healthy"] for w in workers), workers
+    manifest = json.loads(GATEWAY_HOST.file("/var/lib/sglang-gateway/workers.json").content_string)
+    assert sorted(w["url"] for w in manifest["workers"]) == worker_urls(), manifest
+    drained = GATEWAY_HOST.file("/var/lib/sglang-gateway/drained.json")
+    assert not drained.exists or json.loads(drained.content_string) == [], drained.content_string
+
+
+def test_1_site_built_once_seeded_the_second_node_and_put_the_gateway_in_front():
     one, two = recorded(NODE1), recorded(NODE2)
     assert one["key_id"] == two["key_id"]  # same venv, targets, CUDA: one key
     assert (one["source"], one["built"], one["exported"]) == ("built", [MODULE], [MODULE])
@@ -149,23 +198,28 @@ def test_1_the_rollout_built_once_seeded_the_second_node_and_started_the_canary_
     assert {f: s[2] for f, s in seeded.items() if f.endswith((".o", ".so"))} == \
         {f: s[2] for f, s in built.items() if f.endswith((".o", ".so"))}
     assert ninja_has_nothing_to_do(NODE2, module_dir(NODE2))
-    # The converge's report (the first): node 1 alone in batch 1 (the canary), then node 2 (25 % of
-    # two hosts, at least one); both installed and ok.
+    # The converge's report (the first): both nodes installed and ok, node 1 built, node 2 seeded.
     first, latest = reports()[0], reports()[-1]
-    assert {h: (r["batch"], r["result"], r["cache"], r["venv"]) for h, r in rows(first).items()} == {
-        NODE1: (1, "ok", "built", "none -> " + os.path.basename(current(NODE1))),
-        NODE2: (2, "ok", "seeded", "none -> " + os.path.basename(current(NODE2)))}
-    assert {r["health"] for r in rows(first).values()} == {"healthy, /generate answered"}
+    assert {h: (r["result"], r["cache"], r["venv"]) for h, r in rows(first).items()} == {
+        NODE1: ("ok", "built", "none -> " + os.path.basename(current(NODE1))),
+        NODE2: ("ok", "seeded", "none -> " + os.path.basename(current(NODE2)))}
     assert "12.0" in rows(first)[NODE1]["flashinfer"] and "12.0" in rows(first)[NODE2]["flashinfer"]
-    # Each service started once, on its current venv, the canary first; the idempotence run (the
-    # latest report, a rollout with nothing to do) restarted nothing.
+    # Each service started once, on its current venv; the idempotence run (the latest report)
+    # restarted nothing and moved no venv.
     for name in HOSTS:
         assert starts(name) == [os.path.basename(current(name))]
         assert serving(name) == current(name)
-    assert int(started_at(NODE1)) < int(started_at(NODE2))
     assert {h: (r["result"], r["venv"]) for h, r in rows(latest).items()} == {
-        name: ("unchanged", os.path.basename(current(name))) for name in HOSTS}
+        name: ("ok", os.path.basename(current(name))) for name in HOSTS}
     assert os.path.exists(os.path.join(REPORTS, "fleet-latest.md"))
+    # The gateway node runs the real smg with each node's service once, healthy (at the node's
+    # address: the service listens on every address), and serves SGLang's native /generate with no
+    # "model" through it, as sglang-router did.
+    assert GATEWAY_HOST.check_output("systemctl is-active sglang-gateway.service") == "active"
+    assert not GATEWAY_HOST.file("/opt/sglang").exists and not GATEWAY_HOST.file("/opt/cuda").exists  # a light node
+    assert_gateway_holds_each_worker_once()
+    status, answer = gateway("/generate", {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 8}})
+    assert status == 200 and "Paris (stand-in" in answer["text"], answer
 
 
 def test_2_a_switch_warms_the_new_venv_before_current_moves():
@@ -256,6 +310,10 @@ def test_4_a_canary_that_fails_is_rolled_back_by_itself_and_the_rollout_stops():
     warm = index(run, "Warm | Build the JIT modules (repairs what a killed build left)", changed=False)
     assert run[warm][1]["built"] == []
     assert {venv: stats(NODE1, module_dir(NODE1, venv)) for venv in (original, upgraded)} == so
+    # Drained before its switch and undrained after the rollback's gate: back at the gateway, once.
+    assert index(run, OUT) < index(run, "Switch | Point current at the venv") \
+        < index(run, "Rollback | Stage previous", changed=False) < index(run, BACK)
+    assert_gateway_holds_each_worker_once()
 
 
 def test_5_a_failed_warm_up_leaves_current_where_it_was():
@@ -383,6 +441,7 @@ def test_11_an_env_only_change_that_fails_is_restored_from_the_snapshot():
     assert serving(NODE1) == current(NODE1)
     assert HOSTS[NODE1].check_output("systemctl is-active %s" % UNIT) == "active"
     assert starts(NODE2) == node2
+    assert_gateway_holds_each_worker_once()
 
 
 def test_12_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
@@ -404,9 +463,101 @@ def test_12_a_unit_only_change_that_fails_is_restored_from_the_snapshot():
     assert (report[NODE1]["result"], report[NODE1]["batch"]) == ("rolled back", 1), report[NODE1]
     assert report[NODE2]["result"] == "not reached"
     # Node 1 is what it was (unit, env file, venv) and serving, started once more (the restored
-    # unit: the broken one never got as far as the stand-in); node 2 was never restarted.
+    # unit: the broken one never got as far as the stand-in), and back at the gateway (undrained
+    # after the restored unit's gate); node 2 was never restarted.
     assert (HOSTS[NODE1].file(env_file).content_string, unit(NODE1), current(NODE1)) == before
     assert starts(NODE1) == node1 + [os.path.basename(current(NODE1))]
     assert serving(NODE1) == current(NODE1)
     assert HOSTS[NODE1].check_output("systemctl is-active %s" % UNIT) == "active"
     assert starts(NODE2) == node2
+    assert index(run, OUT) < index(run, "Restore | The units and env files as they were") < index(run, BACK)
+    assert_gateway_holds_each_worker_once()
+
+
+def utc_seconds(stamp):
+    """Seconds since the epoch of the JSON callback's task start ('2026-12-06T14:00:00.123456Z')."""
+    return datetime.datetime.fromisoformat(stamp.rstrip("Z")).replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+class InFlight(threading.Thread):
+    """The test's own look at each node's requests in flight (its server's /v1/loads, from the
+    controller, every 0.2 s) while the rollout runs: [(time, node, in flight)]."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.urls = {name: "http://%s:30000/v1/loads" % address(name) for name in HOSTS}
+        self.samples, self.done = [], threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            for name, url in self.urls.items():
+                try:
+                    with urllib.request.urlopen(url, timeout=2) as answer:
+                        running = sum(load["num_running_reqs"] for load in json.loads(answer.read())["loads"])
+                except (OSError, ValueError, KeyError):
+                    running = 0  # restarting: nothing in flight
+                self.samples.append((time.time(), name, running))
+            time.sleep(0.2)
+
+    def before(self, name, moment, window=2.0):
+        """The most requests seen in flight on the node in the `window` seconds up to `moment`."""
+        return max([n for t, node, n in self.samples if node == name and moment - window <= t <= moment] or [0])
+
+
+DELAY = 1.0  # seconds each stand-in answer takes during test 13 (/etc/sglang/standin.json)
+
+
+def test_13_a_rollout_through_the_real_gateway_loses_no_request(capsys):
+    # A change of the service's environment on both nodes (harmless: the stand-in ignores it), rolled
+    # out as an operator would (the canary, then the rest), each node drained at the gateway,
+    # restarted, gated, smoke-tested and undrained, while 8 clients send SGLang's native /generate
+    # (half of them streamed) through the gateway from the controller for the whole rollout. Each
+    # stand-in answer takes 1 s, so requests are in flight on each node as its drain starts.
+    with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "lab.yml"), encoding="utf-8") as handle:
+        eagle3 = yaml.safe_load(handle)["sglang_services_eagle3"]
+    changed = dict(eagle3, env={"STANDIN_NOTE": "rolled out under load"})
+    node1, node2 = starts(NODE1), starts(NODE2)
+    for host in HOSTS.values():
+        host.check_output("echo '{\"delay\": %s}' > /etc/sglang/standin.json && chmod 0644 /etc/sglang/standin.json" % DELAY)
+    watch = InFlight()
+    watch.start()
+    load = loadgen.Load(gateway_url(), concurrency=8, duration=loadgen.MAX_DURATION, stream_share=0.5,
+                        key=GATEWAY_VARS["sglang_gateway_api_key"], timeout=60).start()
+    try:
+        time.sleep(3 * DELAY)  # requests in flight on both nodes before the first drain
+        rc, tasks, text = playbook(ROLLOUT, "all", UPGRADED, {"sglang_services_eagle3": changed})
+        time.sleep(3 * DELAY)  # and on both after the last undrain
+    finally:
+        report = load.stop()
+        watch.done.set()
+        for host in HOSTS.values():
+            host.check_output("rm -f /etc/sglang/standin.json")
+    assert rc == 0, text
+    phases = {}
+    for name in HOSTS:
+        run = tasks[name]
+        moments = [utc_seconds(run[index(run, task, changed=None)][1]["_started"]) for task in (
+            "Gateway | This host's workers, as the gateway names them, and the gateways",
+            "Switch | Drained; changes from here are undone if the host fails",
+            BACK,
+            "Switch | Done, back in rotation")]
+        phases[name] = {"in_flight": watch.before(name, moments[0]), "drain": moments[1] - moments[0],
+                        "restart": moments[2] - moments[1], "undrain": moments[3] - moments[2]}
+    lines = ["fleet rollout through the real gateway: %s" % loadgen.describe(report)]
+    lines += ["  first %s failure: %s" % (kind, why) for kind, why in report["examples"].items()]
+    lines += ["  %s (batch %s): %d requests in flight as its drain started; drain %.1f s, restart to gate and smoke %.1f s, "
+              "undrain %.1f s" % (name, rows(reports()[-1])[name]["batch"], phase["in_flight"], phase["drain"],
+                                  phase["restart"], phase["undrain"]) for name, phase in phases.items()]
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+    assert report["failed"] == 0, "\n".join(lines)
+    assert report["total"] >= 100 and report["streamed"] >= report["total"] // 3, report
+    assert all(phase["in_flight"] >= 1 for phase in phases.values()), phases  # in flight at every drain
+    # The canary (batch 1) first, then the rest; each node restarted once, on its venv, and the
+    # gateway holds each worker once again, healthy.
+    report_rows = rows(reports()[-1])
+    assert {h: (r["batch"], r["result"]) for h, r in report_rows.items()} == {NODE1: (1, "ok"), NODE2: (2, "ok")}
+    assert starts(NODE1) == node1 + [os.path.basename(current(NODE1))] and starts(NODE2) == node2 + [os.path.basename(current(NODE2))]
+    assert int(started_at(NODE1)) < int(started_at(NODE2))
+    assert "STANDIN_NOTE" in HOSTS[NODE2].file("/etc/sglang/sglang-eagle3.env").content_string
+    assert_gateway_holds_each_worker_once()
