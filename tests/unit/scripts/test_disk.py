@@ -73,7 +73,7 @@ def test_the_lab_is_found_by_the_inventorys_names_and_never_cleaned(containers, 
 
 
 def test_the_real_lab_inventory_names_its_containers():
-    assert sorted(disk.lab_names()) == ["bsg-lab-b300", "bsg-lab-pro6000"]
+    assert sorted(disk.lab_names()) == ["bsg-lab-b300", "bsg-lab-gateway", "bsg-lab-pro6000"]
 
 
 def write_budget(tmp_path, needs):
