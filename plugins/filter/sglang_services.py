@@ -10,7 +10,13 @@ import json
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import as_bool, bool_problem, managed_env_problem
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import SERVICES, gpu_set, unit_name
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import (
+    SERVICES,
+    gpu_set,
+    port_taken_problems,
+    tcp_listeners,
+    unit_name,
+)
 
 EAGLE3_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 # Flags the role renders from named settings; extra_args must not set them a second time.
@@ -275,9 +281,17 @@ def systemd_exec(argv):
     return " \\\n    ".join(lines)
 
 
+def sglang_services_port_problems(endpoints, tcp_texts, user, uid):
+    """The active services' ports another owner's socket already listens on (module_utils
+    sglang_services.py: tcp_listeners, port_taken_problems): `tcp_texts` the contents of the host's
+    /proc/net/tcp and /proc/net/tcp6, `uid` the service user's (None or "": not created yet)."""
+    return port_taken_problems(endpoints, tcp_listeners(tcp_texts), user, None if uid in (None, "") else int(uid))
+
+
 class FilterModule:
     def filters(self):
         return {
+            "sglang_services_port_problems": sglang_services_port_problems,
             "sglang_service_argv": sglang_service_argv,
             "sglang_extra_argv": extra_argv,
             "sglang_services_argvs": sglang_services_argvs,

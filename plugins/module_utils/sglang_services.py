@@ -39,3 +39,47 @@ def gpu_set(value):
     if len(set(devices)) != len(devices):
         raise ValueError("%r names a GPU twice" % (value,))
     return devices
+
+
+# /proc/net/tcp and /proc/net/tcp6 (the kernel's proc_net_tcp.txt): "sl local_address rem_address st
+# tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode ...", the local address as hex
+# "ADDR:PORT", state 0A = TCP_LISTEN, uid the socket owner's.
+LISTEN = "0A"
+
+
+def tcp_listeners(texts):
+    """[{"port": int, "uid": int}] of the listening TCP sockets in the given /proc/net/tcp and
+    /proc/net/tcp6 contents (each once per port and owner). A line that is not a socket (the header,
+    a truncated line) is skipped."""
+    found = []
+    for text in texts or []:
+        for line in str(text or "").splitlines():
+            fields = line.split()
+            if len(fields) < 8 or not fields[0].endswith(":") or fields[3] != LISTEN:
+                continue
+            try:
+                entry = {"port": int(fields[1].rsplit(":", 1)[1], 16), "uid": int(fields[7])}
+            except (IndexError, ValueError):
+                continue
+            if entry not in found:
+                found.append(entry)
+    return found
+
+
+def port_taken_problems(endpoints, listeners, user, uid):
+    """One sentence per active service whose port a socket of another owner than the service user
+    (`user`, uid `uid`; None: the user does not exist yet) already listens on: another service of
+    the host holds it, and the server would not start after the switch. `endpoints` is the
+    sglang_services_endpoints fact ({service: {"url", "port"}}), `listeners` tcp_listeners()."""
+    problems = []
+    for name, endpoint in sorted((endpoints or {}).items()):
+        port = int(endpoint["port"])
+        owners = sorted({entry["uid"] for entry in listeners or [] if entry["port"] == port and entry["uid"] != uid})
+        if owners:
+            problems.append(
+                "port %d of the %s service is already in use on this host: a socket of uid %s listens on it, not "
+                "%s's%s (another service; `ss -ltnp 'sport = :%d'` names it); stop that service or give %s "
+                "another port (sglang_services_common.port or sglang_services_%s.port)"
+                % (port, name, ", ".join(str(owner) for owner in owners), user,
+                   "" if uid is not None else " (that user does not exist yet)", port, name, name))
+    return problems

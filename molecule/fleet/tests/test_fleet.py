@@ -381,12 +381,30 @@ def test_8_bad_rollout_settings_stop_it_before_anything_changed(tmp_path):
     assert {name: (current(name), started_at(name)) for name in HOSTS} == before
 
 
-def test_9_a_bad_setting_on_one_host_stops_the_rollout_before_any_host_changed():
+def test_9_a_bad_setting_or_a_taken_port_on_one_host_stops_the_rollout_before_any_host_changed():
     before = {name: (current(name), started_at(name), recorded(name)) for name in HOSTS}
     rc, tasks, text = playbook(ROLLOUT, "all", dict(UPGRADED, sglang_venv_keep="{{ 0 if inventory_hostname == '%s' else 3 }}" % NODE2))
     assert rc != 0
     failed = {host: result.get("msg", "") for host, run in tasks.items() for _task, result in run if result.get("failed")}
     assert list(failed) == [NODE2] and "sglang_venv_keep must be >= 1" in failed[NODE2], text
+    assert changed_tasks(tasks) == []
+    assert {name: (current(name), started_at(name), recorded(name)) for name in HOSTS} == before
+    # The services' port moved to one another service of node 2 already listens on (root's, not the
+    # service user's): refused on node 2 by its preflight, naming the port and the variable; nothing
+    # changed anywhere (node 1 would have moved its service to that port).
+    with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "lab.yml"), encoding="utf-8") as handle:
+        common = yaml.safe_load(handle)["sglang_services_common"]
+    HOSTS[NODE2].check_output("systemd-run --unit=bsg-port-holder /usr/bin/python3 -m http.server --bind 127.0.0.1 30007 "
+                              "&& for i in $(seq 50); do ss -Hltn 'sport = :30007' | grep -q . && exit 0; sleep 0.1; done; exit 1")
+    try:
+        rc, tasks, text = playbook(ROLLOUT, "all", UPGRADED, {"sglang_services_common": dict(common, port=30007)})
+    finally:
+        HOSTS[NODE2].run("systemctl stop bsg-port-holder")
+    assert rc != 0
+    failed = {host: result.get("msg", "") for host, run in tasks.items() for _task, result in run if result.get("failed")}
+    assert list(failed) == [NODE2], text
+    assert "port 30007 of the eagle3 service is already in use on this host: a socket of uid 0 listens on it, not sglang's" \
+        in failed[NODE2] and "sglang_services_common.port or sglang_services_eagle3.port" in failed[NODE2], failed
     assert changed_tasks(tasks) == []
     assert {name: (current(name), started_at(name), recorded(name)) for name in HOSTS} == before
 

@@ -19,6 +19,7 @@ The control run has the same load and the same restarts without the drain: it mu
 so the first assertion can fail.
 """
 
+import getpass
 import importlib.util
 import json
 import os
@@ -182,7 +183,10 @@ def roll(fleet, drain):
     inventory.write_text(json.dumps({"all": {"children": {
         "sglang_gateway": {"hosts": {"gw": dict(local, sglang_gateway_host="127.0.0.1", sglang_gateway_port=fleet["gateway_port"],
                                                 sglang_gateway_state_dir=str(work), sglang_gateway_api_key=KEY)}},
+        # The stand-ins run as this test's user: the service user, whose sockets the preflight's port
+        # check takes for the service's own.
         "workers": {"hosts": {node: dict(local, sglang_services_active="eagle3", sglang_node_gpu_archs=["12.0f"],
+                                         sglang_services_user=getpass.getuser(),
                                          sglang_services_common={"model_path": "/models/standin", "port": port},
                                          sglang_services_eagle3={"draft_model_path": "/models/standin-eagle3"},
                                          sglang_services_dflash={"draft_model_path": "/models/standin-dflash"})

@@ -268,6 +268,7 @@ def test_the_filters_the_role_calls_are_these_functions():
         "sglang_services_active_list": f.sglang_services_active_list, "sglang_gpu_set": f.gpu_set,
         "systemd_exec": f.systemd_exec, "sglang_services_endpoints": f.sglang_services_endpoints,
         "sglang_services_gpu_sets": f.sglang_services_gpu_sets, "sglang_extra_argv": f.extra_argv,
+        "sglang_services_port_problems": f.sglang_services_port_problems,
     }
 
 
@@ -342,3 +343,42 @@ def test_endpoints_of_several_active_services():
     assert f.sglang_services_endpoints(s, ["eagle3", "autoregressive"]) == {
         "eagle3": {"url": "http://127.0.0.1:30000", "port": 30000},
         "autoregressive": {"url": "http://127.0.0.1:30001", "port": 30001}}
+
+
+# Lines as the kernel writes them (the header, a listener of uid 0 on 0.0.0.0:30000 = 0x7530, one of
+# uid 999 on 127.0.0.1:30001, an established connection to 30002 that is not a listener; tcp6: a
+# listener of uid 0 on [::]:30000 again).
+PROC_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1135 1 0000 100 0 0 10 0
+   1: 0100007F:7531 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999        0 1136 1 0000 100 0 0 10 0
+   2: 0100007F:7532 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 1137 1 0000 20 4 30 10 -1
+   3: truncated
+"""
+PROC_TCP6 = """  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:7530 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2001 1
+"""
+
+
+def endpoints(**ports):
+    return {name: {"url": "http://127.0.0.1:%d" % port, "port": port} for name, port in ports.items()}
+
+
+def test_tcp_listeners_reads_listening_sockets_of_both_files_once_per_port_and_owner():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import tcp_listeners
+    assert tcp_listeners([PROC_TCP, PROC_TCP6]) == [{"port": 30000, "uid": 0}, {"port": 30001, "uid": 999}]
+    assert tcp_listeners([]) == tcp_listeners(None) == tcp_listeners(["", "garbage"]) == []
+
+
+def test_a_port_another_service_listens_on_is_refused_and_the_service_users_own_is_not():
+    texts = [PROC_TCP, PROC_TCP6]
+    # uid 0 (not sglang, uid 999) holds 30000: refused, with the variable to change and how to find it.
+    [problem] = f.sglang_services_port_problems(endpoints(eagle3=30000), texts, "sglang", "999")
+    assert problem.startswith("port 30000 of the eagle3 service is already in use on this host: a socket of uid 0")
+    assert "not sglang's" in problem and "ss -ltnp 'sport = :30000'" in problem
+    assert "sglang_services_common.port or sglang_services_eagle3.port" in problem
+    # 30001 is the service user's own (the running server a rollout restarts), 30002 only a connection.
+    assert f.sglang_services_port_problems(endpoints(eagle3=30001, dflash=30002), texts, "sglang", 999) == []
+    # Before the user exists any listener is another service's.
+    [problem] = f.sglang_services_port_problems(endpoints(dflash=30001), texts, "sglang", "")
+    assert "uid 999 listens on it, not sglang's (that user does not exist yet)" in problem
+    assert f.sglang_services_port_problems({}, texts, "sglang", None) == []
