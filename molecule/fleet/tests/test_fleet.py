@@ -16,8 +16,8 @@ units' environment alone, then of a unit alone, that fails is undone from the sn
 before the switch and the node put back at the gateway. Last, a rollout of both nodes (the canary,
 then the rest) while a load of real requests goes through the gateway: none fails.
 
-Every rollout here drains through the gateway node's smg (rollout_drain: sglang_gateway, the lab's
-group_vars). The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started
+Every rollout here drains through the gateway node's smg (rollout_drain: sglang_gateway, the scenario's
+host_vars). The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started
 by the units through prepare.yml's drop-in (a lab node has no GPU). Everything else runs for real,
 the gateway included; task order, results and task start times come from Ansible's JSON callback.
 """
@@ -377,7 +377,10 @@ def test_8_bad_rollout_settings_stop_it_before_anything_changed(tmp_path):
         assert message in text
     rc, tasks2, text = playbook(ROLLOUT, "all", "rollout_drain=/nonexistent/drain.yml")
     assert rc != 0 and "rollout_drain: the tasks file /nonexistent/drain.yml does not exist on the controller" in text
-    assert changed_tasks(tasks) == changed_tasks(tasks2) == []
+    # A --limit that leaves the gateway out: the drain could not reach it, so nothing starts.
+    rc, tasks3, text = playbook(ROLLOUT, NODE1, UPGRADED)
+    assert rc != 0 and "the gateway host(s) %s are outside this run (--limit)" % GATEWAY in text, text
+    assert changed_tasks(tasks) == changed_tasks(tasks2) == changed_tasks(tasks3) == []
     assert {name: (current(name), started_at(name)) for name in HOSTS} == before
 
 
