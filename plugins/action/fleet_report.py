@@ -36,7 +36,7 @@ class ActionModule(ActionBase):
                           % (len(rows), len(hosts)))
             return result
         if any(not isinstance(row, dict) for row in rows):
-            result.update(failed=True, msg="fleet_report: every row must be a dict (a fleet_report_row fact, or {})")
+            result.update(failed=True, msg="fleet_report: every row must be a dict (a rollout_report_row fact, or {})")
             return result
         run_id = args["run_id"] or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         write = not self._task.check_mode

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the fleet rollout (playbooks/rollout.yml) and the fleet report (rollout and site);
+"""Filters of the fleet rollout (roles/rollout) and the fleet report (rollout and site);
 the logic lives in plugins/module_utils/rollout.py and, for the workers' identity at the model
 gateway, plugins/module_utils/gateway.py."""
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.module_utils import gateway, rollout
 from ansible_collections.blackwell.sglang.plugins.module_utils.rollout import (
-    drain_gone_problems, drain_load_problems, fleet_report_row, pending_registrations, registrations, rollout_gateways, rollout_problems, undrain_problems)
+    drain_gone_problems, drain_load_problems, fleet_report_row, gateway_keys, pending_registrations, registrations, rollout_gateways, rollout_problems,
+    undrain_problems)
 
 
 def gateway_workers_of(entries, urls):
@@ -67,6 +68,7 @@ class FilterModule:
         return {
             "rollout_problems": rollout_problems,
             "rollout_gateways": rollout_gateways,
+            "rollout_gateway_keys": gateway_keys,
             "drain_gone_problems": drain_gone_problems,
             "drain_load_problems": drain_load_problems,
             "gateway_undrain_problems": undrain_problems,

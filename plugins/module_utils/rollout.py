@@ -2,8 +2,8 @@
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet rollout's pure logic: its settings checked before any host changes, and the fleet
-report (one row per host, JSON and a Markdown table). Used by the filters in plugins/filter/rollout.py
-(playbooks/rollout.yml, playbooks/site.yml) and the fleet_report action (it writes the report on the
+report (one row per host, JSON and a Markdown table), the drain's reading of the gateways' answers.
+Used by the filters in plugins/filter/rollout.py (the rollout role, roles/rollout) and the fleet_report action (it writes the report on the
 controller); unit-tested as tables."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import re
 import tempfile
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import gateway
-from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import bool_problem
 
 DRAIN_BUILTIN = ("none", "sglang_gateway", "sglang_router")
 RESULTS = ("ok", "unchanged", "rolled back", "failed", "not reached")
@@ -58,8 +57,10 @@ def rollout_problems(settings):
 
     settings: serial, drain (none | sglang_router | an absolute path to a tasks file),
     drain_file (ansible.builtin.stat's `stat` of that path on the controller, or {}), router_url,
-    drain_timeout and smoke_timeout (seconds), report_dir and report_dir_stat (the stat of the
-    directory, or of its nearest existing parent when it does not exist yet), rollback (bool)."""
+    drain_timeout, smoke_timeout and gateway_timeout (seconds), gateway_hosts, report_dir and
+    report_dir_stat (the stat of the directory, or of its nearest existing parent when it does not
+    exist yet). Only what the role's argument spec (roles/rollout/meta/argument_specs.yml) cannot
+    say: types and booleans are its."""
     problems = serial_problems(settings.get("serial"))
     drain = settings.get("drain")
     if not isinstance(drain, str) or not drain:
@@ -83,9 +84,6 @@ def rollout_problems(settings):
     if drain == "sglang_gateway" and not settings.get("gateway_hosts"):
         problems.append("rollout_drain=sglang_gateway needs a host in the inventory group sglang_gateway "
                         "(the sglang_gateway role runs the gateway there)")
-    require = bool_problem("rollout_drain_require_loads", settings.get("require_loads", True))
-    if require:
-        problems.append(require)
     for name in ("drain_timeout", "smoke_timeout", "gateway_timeout"):
         value = settings.get(name, 120 if name == "gateway_timeout" else None)
         if isinstance(value, bool) or not str(value).isdigit() or int(value) < 1:
@@ -99,9 +97,6 @@ def rollout_problems(settings):
     elif stat.get("exists") and not stat.get("writeable"):
         problems.append("rollout_report_dir: %s on the controller is not writable by the controller user"
                         % stat.get("path", report_dir))
-    rollback = bool_problem("rollout_rollback_on_failure", settings.get("rollback"))
-    if rollback:
-        problems.append(rollback)
     return problems
 
 
@@ -215,7 +210,7 @@ def write_fleet_report(directory, run_id, title, pairs, write=True):
     return document, markdown, files
 
 
-# The drain through the model gateway (playbooks/tasks/rollout_drain_gateway.yml): which gateways
+# The drain through the model gateway (roles/rollout/tasks/gateway.yml): which gateways
 # it talks to, and what the answers it read say. Each takes the `results` of an
 # ansible.builtin.uri loop (status, json, msg, item) and returns sentences, [] when all is well.
 
@@ -231,6 +226,31 @@ def rollout_gateways(drain, router_url, gateway_hosts, hostvars):
         found.append({"host": host, "url": str(facts.get("sglang_gateway_local_url") or ""),
                       "manifest": str(facts.get("sglang_gateway_manifest") or "")})
     return found
+
+
+def gateway_keys(drain, gateway_hosts, hostvars, gateway_api_key="", server_api_key=""):
+    """{host: {"headers", "server"}} per gateway the drain calls (the host its calls are made from,
+    as rollout_gateways names it): ``headers`` the Bearer header of its worker API, ``server`` the key
+    a registration there carries (POST /workers {"api_key"}: what the gateway then sends that
+    server). For sglang_router, rollout_gateway_api_key and rollout_server_api_key. For
+    sglang_gateway each gateway host's own: its admin control-plane key, else its
+    sglang_gateway_api_key (``admin_key``), and its sglang_gateway_api_key (smg sends its --api-key
+    to the workers it was started with); a key given to the rollout is used for every gateway.
+    Nothing for any other drain."""
+    gateway_api_key, server_api_key = str(gateway_api_key or ""), str(server_api_key or "")
+    if drain == "sglang_router":
+        pairs = {"localhost": (gateway_api_key, server_api_key)}
+    elif drain == "sglang_gateway":
+        pairs = {}
+        for host in gateway_hosts or []:
+            facts = hostvars.get(host) or {}
+            own = str(facts.get("sglang_gateway_api_key") or "")
+            pairs[host] = (gateway_api_key or gateway.admin_key(own, facts.get("sglang_gateway_control_plane_api_keys")),
+                           server_api_key or own)
+    else:
+        return {}
+    return {host: {"headers": {"Authorization": "Bearer " + admin} if admin else {}, "server": server}
+            for host, (admin, server) in pairs.items()}
 
 
 def gateway_calls(results, urls, action):

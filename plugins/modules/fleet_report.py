@@ -19,8 +19,8 @@ description:
     replaces its own files.
   - An action that runs on the controller only (no connection to the host); run it once
     with C(run_once). The report is the run's output, not a host's state, so it never reports a change.
-  - Rows are the C(fleet_report_row) facts that C(playbooks/tasks/fleet_report_row.yml) sets from what
-    the roles published (M(blackwell.sglang.nvidia_gpu_info) through C(sglang_node_gpus),
+  - Rows are the C(rollout_report_row) facts that the rollout role sets (C(roles/rollout/tasks/report_row.yml)) from
+    what the roles published (M(blackwell.sglang.nvidia_gpu_info) through C(sglang_node_gpus),
     C(cuda_toolkit), C(flashinfer), C(sglang_venv), C(sglang_services)) and the rollout's own facts
     (batch, seconds, result). A host without a row (it failed or was unreachable before) gets an
     empty row whose result is C(not reached).
@@ -67,15 +67,16 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Each host's row
-  ansible.builtin.import_tasks: tasks/fleet_report_row.yml
+- name: Each host's row (the fact rollout_report_row)
+  ansible.builtin.set_fact:
+    rollout_report_row: "{{ inventory_hostname | blackwell.sglang.fleet_report_row({'result': 'ok', 'batch': 1}) }}"
 
 - name: The fleet, in ~/.cache/blackwell-sglang/reports
   blackwell.sglang.fleet_report:
     dir: "{{ rollout_report_dir }}"
     title: "{{ ansible_play_name }}"
     hosts: "{{ ansible_play_hosts_all }}"
-    rows: "{{ ansible_play_hosts_all | map('extract', hostvars) | map(attribute='fleet_report_row', default={}) | list }}"
+    rows: "{{ ansible_play_hosts_all | map('extract', hostvars) | map(attribute='rollout_report_row', default={}) | list }}"
   run_once: true
   register: fleet
 

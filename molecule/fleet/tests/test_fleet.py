@@ -52,7 +52,7 @@ UPGRADED = {"sglang_venv_packages": ["sglang==0.5.23", "tomli-w==1.2.0"]}
 MODULE = "quantization"
 ROLLOUT = os.path.join("playbooks", "rollout.yml")
 UNIT = "sglang-eagle3.service"  # the lab's active service
-# The drain's first change and the undrain's (playbooks/tasks/rollout_drain_gateway.yml).
+# The drain's first change and the undrain's (roles/rollout/tasks/gateway.yml).
 OUT = "Gateway | Out of rotation in the manifest (each gateway host)"
 BACK = "Gateway | Back in rotation in the manifest (each gateway host)"
 
@@ -558,8 +558,8 @@ def test_13_a_rollout_through_the_real_gateway_loses_no_request(capsys):
     for name in HOSTS:
         run = tasks[name]
         moments = [utc_seconds(run[index(run, task, changed=None)][1]["_started"]) for task in (
-            "Gateway | This host's workers, as the gateway names them, and the gateways",
-            "Switch | Drained; changes from here are undone if the host fails",
+            "Gateway | This host's workers, as the gateway names them, the gateways and each one's keys",
+            "Switch | Changes from here are undone if the host fails (rollback.yml)",
             BACK,
             "Switch | Done, back in rotation")]
         phases[name] = {"in_flight": watch.before(name, moments[0]), "drain": moments[1] - moments[0],

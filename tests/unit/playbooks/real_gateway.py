@@ -11,7 +11,6 @@ import urllib.error
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-DRAIN = os.path.join(ROOT, "playbooks", "tasks", "rollout_drain_gateway.yml")
 STANDIN = os.path.join(ROOT, "molecule", "fleet", "files", "standin.py")
 LAUNCHER = os.path.join(ROOT, "roles", "sglang_gateway", "files", "launch.py")
 KEY = "test-gateway-key"

@@ -1,4 +1,4 @@
-"""The rollout's drain (playbooks/tasks/rollout_drain_gateway.yml) against the real SGLang model
+"""The rollout's drain (the rollout role's entry points drain, undrain and keep_out: roles/rollout/tasks/gateway.yml) against the real SGLang model
 gateway: smg 1.13.0 from PyPI (requirements-dev.txt), run on this machine, in front of stand-in
 SGLang servers (molecule/fleet/files/standin.py: a real server needs a GPU and weights; it answers
 the gateway's probes and reports its own requests in flight).
@@ -11,8 +11,8 @@ Two gateways, as the two drains meet them:
     launcher (roles/sglang_gateway/files/launch.py), which reads the manifest and the key from its
     environment, in smg's single-model mode; edited through its manifest by the gateway_manifest
     module and through its worker API.
-The drain is the task file itself, included by a play on a local host whose inventory names its
-worker as the rollout would (http://<ansible_host>:<port>). Each failure class of the drain is
+The drain is the role's own entry point, included by a play on a local host whose inventory names
+its worker as the rollout would (http://<ansible_host>:<port>). Each failure class of the drain is
 shown: a worker that never comes back healthy, an unreadable load answer, a missing key; and a host
 that failed after its drain stays out (keep_out): nothing listed, nothing pending.
 """
@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from real_gateway import DRAIN, KEY, LAUNCHER, STANDIN, ansible_env, call, free_port, wait_for
+from real_gateway import KEY, LAUNCHER, STANDIN, ansible_env, call, free_port, wait_for
 
 SMG = shutil.which("smg") or os.path.join(os.path.dirname(sys.executable), "smg")
 
@@ -37,11 +37,13 @@ PLAY = textwrap.dedent("""\
       hosts: all
       gather_facts: false
       tasks:
-        - name: The rollout's drain tasks
-          ansible.builtin.include_tasks: %s
-    """) % DRAIN
+        - name: The rollout's entry point
+          ansible.builtin.include_role:
+            name: blackwell.sglang.rollout
+            tasks_from: "{{ test_step }}"
+    """)
 
-# As rollout.yml does for a host that fails after its drain: the undrain fails, keep_out follows in
+# As the rollout does for a host that fails after its drain: the undrain fails, keep_out follows in
 # the same run (the registrations it made are facts of that run).
 PLAY_KEEP_OUT = textwrap.dedent("""\
     - name: Undrain this host's workers; keep them out when that fails
@@ -50,19 +52,19 @@ PLAY_KEEP_OUT = textwrap.dedent("""\
       tasks:
         - name: Undrain, else keep out
           block:
-            - name: The rollout's drain tasks (undrain)
-              ansible.builtin.include_tasks: %s
-              vars:
-                rollout_action: undrain
+            - name: The rollout's undrain
+              ansible.builtin.include_role:
+                name: blackwell.sglang.rollout
+                tasks_from: undrain
           rescue:
-            - name: The rollout's drain tasks (keep_out)
-              ansible.builtin.include_tasks: %s
-              vars:
-                rollout_action: keep_out
+            - name: The rollout's keep_out
+              ansible.builtin.include_role:
+                name: blackwell.sglang.rollout
+                tasks_from: keep_out
             - name: What keep_out found
               ansible.builtin.debug:
                 msg: "pending: {{ rollout_pending_registrations | map(attribute='url') | join(' ') }}"
-    """) % (DRAIN, DRAIN)
+    """)
 
 
 class Gateway:
@@ -179,25 +181,25 @@ def managed(processes):
     return gateways["sglang_gateway"], ports, knobs
 
 
-def drain(tmp_path, gateway, action, ports, mode, ok=True, verbosity=0, play=PLAY, **settings):
-    """The drain task file for a host at 127.0.0.1 serving `ports` (service name -> port); returns
-    (task name -> the loop results it ran, the output). Tasks whose calls carry a key are no_log:
-    their results say only that they ran."""
+def drain(tmp_path, gateway, step, ports, mode, ok=True, verbosity=0, play=PLAY, gateway_vars=None, **settings):
+    """The rollout role's entry point `step` (drain, undrain, keep_out) for a host at 127.0.0.1
+    serving `ports` (service name -> port), the gateway host "gw" in the group sglang_gateway (its
+    own variables: gateway_vars); returns (task name -> the loop results it ran, the output). Tasks
+    whose calls carry a key are no_log: their results say only that they ran."""
     text, play = play, tmp_path / "play.yml"
     play.write_text(text)
     endpoints = {name: {"port": port, "url": "http://127.0.0.1:%d" % port} for name, port in ports.items()}
+    local = {"ansible_host": "127.0.0.1", "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(json.dumps({"all": {"hosts": {
-        "node": {"ansible_host": "127.0.0.1", "ansible_connection": "local", "ansible_python_interpreter": sys.executable},
-        "gw": {"ansible_host": "127.0.0.1", "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-               "sglang_gateway_local_url": gateway.url,
-               "sglang_gateway_manifest": gateway.manifest or ""}}}}))
-    extra = dict({"__rollout_drain": mode, "__rollout_router_url": gateway.url,
-                  "__rollout_gateway_hosts": ["gw"], "__rollout_gateway_api_key": KEY, "__rollout_server_api_key": "",
-                  "__rollout_gateway_timeout": 10, "__rollout_drain_timeout": 10, "__rollout_drain_require_loads": True,
+    inventory.write_text(json.dumps({"all": {"hosts": {"node": local}, "children": {"sglang_gateway": {"hosts": {
+        "gw": dict(local, sglang_gateway_local_url=gateway.url, sglang_gateway_manifest=gateway.manifest or "",
+                   **(gateway_vars or {}))}}}}}))
+    extra = dict({"rollout_drain": mode, "rollout_router_url": gateway.url,
+                  "rollout_gateway_api_key": KEY, "rollout_server_api_key": "",
+                  "rollout_gateway_timeout": 10, "rollout_drain_timeout": 10, "rollout_drain_require_loads": True,
                   "sglang_services_endpoints": endpoints}, **settings)
-    if action:  # else the play sets it (extra vars would win over its include's vars)
-        extra["rollout_action"] = action
+    if step:
+        extra["test_step"] = step
     env = ansible_env()
     proc = subprocess.run(["ansible-playbook", "-i", str(inventory), "--limit", "node", str(play), "-e", json.dumps(extra)]
                           + (["-" + "v" * verbosity] if verbosity else []),
@@ -207,7 +209,8 @@ def drain(tmp_path, gateway, action, ports, mode, ok=True, verbosity=0, play=PLA
     calls = {}
     for task in report["plays"][0]["tasks"]:
         result = task["hosts"].get("node", {})
-        calls[task["task"]["name"]] = [item for item in result.get("results", []) if not item.get("skipped")]
+        # The JSON callback names a role's task "<role> : <name>".
+        calls[task["task"]["name"].split(" : ", 1)[-1]] = [item for item in result.get("results", []) if not item.get("skipped")]
     return calls, proc.stdout + proc.stderr
 
 
@@ -252,7 +255,7 @@ def test_router_the_undrain_adds_no_second_copy_and_returns_once_each_worker_is_
 def test_router_a_worker_that_does_not_answer_is_not_registered_and_stays_out(tmp_path, router):
     gw, ports, knobs = router
     down = free_port()  # nothing listens yet
-    _calls, out = drain(tmp_path, gw, "undrain", {"eagle3": down}, "sglang_router", ok=False, __rollout_gateway_timeout=4)
+    _calls, out = drain(tmp_path, gw, "undrain", {"eagle3": down}, "sglang_router", ok=False, rollout_gateway_timeout=4)
     assert "Each worker answers GET /health where the gateway calls from" in out and "%s/health" % u(down) in out
     # Nothing was registered, so nothing is pending: the server answering later does not bring it back.
     late = subprocess.Popen([sys.executable, STANDIN, "server", "--port", str(down), "--state-dir", str(tmp_path),
@@ -272,13 +275,13 @@ def test_router_each_registration_carries_the_server_s_key_and_no_key_is_printed
     # The server wants its own key, not the gateway's: smg probes it with the key given at registration.
     knobs.write_text(json.dumps({"api_key": "server-key"}))
     _calls, out = drain(tmp_path, gw, "undrain", {"eagle3": a}, "sglang_router", verbosity=3,
-                        __rollout_server_api_key="server-key")
+                        rollout_server_api_key="server-key")
     # Listed healthy: smg's probes carried the server's key (without it, the next test: pending).
     # (A client's request is another matter: smg forwards the client's Authorization header, which
     # wins over the worker's key, so the gateway's and the servers' keys must be one for clients.)
     assert gw.healthy() == [u(a)]
     _calls, more = drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_router", verbosity=3,
-                         __rollout_server_api_key="server-key")
+                         rollout_server_api_key="server-key")
     assert gw.urls() == []
     assert "Gateway | Register them through the API" in out  # the tasks did run, at -vvv
     assert "Gateway | Remove them through the API" in more
@@ -293,7 +296,7 @@ def test_router_a_registration_the_gateway_holds_pending_is_reported_by_keep_out
     # smg asks before it lists a worker, so the registration stays pending and the undrain times out.
     knobs.write_text(json.dumps({"api_key": "server-key"}))
     _calls, out = drain(tmp_path, gw, None, {"eagle3": a}, "sglang_router", play=PLAY_KEEP_OUT,
-                        __rollout_gateway_timeout=4)
+                        rollout_gateway_timeout=4)
     assert "undrain of node" in out and "the host is out of rotation" in out
     assert '"msg": "pending: %s"' % u(a) in out
     assert gw.urls() == []
@@ -339,7 +342,7 @@ def test_managed_keep_out_after_a_failed_undrain_leaves_nothing_that_brings_it_b
     down = free_port()
     restart_with(gw, [u(b)])
     write_manifest(gw.manifest, [u(b)])
-    _calls, _out = drain(tmp_path, gw, "undrain", {"eagle3": down}, "sglang_gateway", ok=False, __rollout_gateway_timeout=4)
+    _calls, _out = drain(tmp_path, gw, "undrain", {"eagle3": down}, "sglang_gateway", ok=False, rollout_gateway_timeout=4)
     with open(gw.manifest) as handle:  # the undrain put it back in the manifest before it failed
         assert u(down) in [w["url"] for w in json.load(handle)["workers"]]
     drain(tmp_path, gw, "keep_out", {"eagle3": down}, "sglang_gateway")
@@ -363,7 +366,7 @@ def test_managed_keep_out_after_a_failed_undrain_leaves_nothing_that_brings_it_b
 def test_router_without_the_gateway_s_key_the_drain_fails_and_says_why(tmp_path, router):
     gw, ports, _knobs = router
     gw.register(u(ports["a"]))
-    _calls, out = drain(tmp_path, gw, "drain", {"eagle3": ports["a"]}, "sglang_router", ok=False, __rollout_gateway_api_key="")
+    _calls, out = drain(tmp_path, gw, "drain", {"eagle3": ports["a"]}, "sglang_router", ok=False, rollout_gateway_api_key="")
     assert "401" in out
     assert gw.urls() == [u(ports["a"])]  # nothing was removed
 
@@ -376,7 +379,7 @@ def test_an_unreadable_load_answer_fails_the_drain_unless_told_otherwise(tmp_pat
         knobs.write_text(json.dumps({"loads": answer}))
         _calls, out = drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", ok=False)
         assert "cannot tell what eagle3 has in flight: %s/v1/loads %s" % (u(a), said) in out
-    drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", __rollout_drain_require_loads=False)
+    drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", rollout_drain_require_loads=False)
 
 
 def test_the_server_s_key_is_sent_and_requests_in_flight_are_waited_out(tmp_path, managed):
@@ -388,12 +391,32 @@ def test_the_server_s_key_is_sent_and_requests_in_flight_are_waited_out(tmp_path
     knobs.write_text(json.dumps({"api_key": KEY, "delay": 4}))
     _calls, out = drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", ok=False)
     assert "cannot tell what eagle3 has in flight: %s/v1/loads answered HTTP 401" % u(a) in out
-    drain(tmp_path, gw, "undrain", {"eagle3": a}, "sglang_gateway", __rollout_server_api_key=KEY)
+    drain(tmp_path, gw, "undrain", {"eagle3": a}, "sglang_gateway", rollout_server_api_key=KEY)
     request = subprocess.Popen([sys.executable, "-c", "import json, urllib.request; urllib.request.urlopen(urllib.request.Request("
                                 "'%s/generate', data=b'{}', headers={'Authorization': 'Bearer %s'}), timeout=20)"
                                 % (u(a), KEY)])
     time.sleep(1)
     started = time.monotonic()
-    drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", __rollout_server_api_key=KEY)
+    drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", rollout_server_api_key=KEY)
     assert request.wait(timeout=20) == 0
     assert time.monotonic() - started >= 2  # the drain returned after the request, not before
+
+
+def test_managed_each_gateway_s_own_keys_are_used_when_the_rollout_names_none(tmp_path, managed):
+    gw, ports, knobs = managed
+    a = ports["a"]
+    restart_with(gw, [u(a)])
+    # The server wants the gateway's key, as a server behind the role's gateway does. The rollout is
+    # given no key: the gateway host's own sglang_gateway_api_key is its worker API key, the key of
+    # its registrations and the one the drain sends the server.
+    knobs.write_text(json.dumps({"api_key": KEY}))
+    own = {"sglang_gateway_api_key": KEY}
+    drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", gateway_vars=own, rollout_gateway_api_key="")
+    assert gw.urls() == []
+    _calls, out = drain(tmp_path, gw, "undrain", {"eagle3": a}, "sglang_gateway", gateway_vars=own, rollout_gateway_api_key="",
+                        verbosity=3)
+    assert gw.healthy() == [u(a)]  # smg's probes carried the gateway's key, given at registration
+    assert KEY not in out
+    # Without its key (none on the host, none given), the gateway refuses the drain's call.
+    _calls, out = drain(tmp_path, gw, "drain", {"eagle3": a}, "sglang_gateway", ok=False, rollout_gateway_api_key="")
+    assert "401" in out

@@ -11,10 +11,10 @@ request served only when its answer is whole).
 
 While the load runs, a play takes each worker in turn (serial: 1) as playbooks/rollout.yml does:
 the gateway's facts from the sglang_gateway role's facts entry point, the service's endpoints from
-the sglang_services preflight, the rollout's settings from playbooks/vars/rollout.yml - no fact set
-by hand - then the rollout's own drain (playbooks/tasks/rollout_drain_gateway.yml), a restart of
+the sglang_services preflight, the rollout's settings from the rollout role's defaults - no fact set
+by hand - then the rollout role's own drain (its drain entry point), a restart of
 that worker's stand-in (standing in for the service's restart: there is no systemd here), and the
-undrain. The test asserts 0 failed requests and prints the count, p50/p99 and each phase's seconds.
+undrain (its undrain entry point). The test asserts 0 failed requests and prints the count, p50/p99 and each phase's seconds.
 The control run has the same load and the same restarts without the drain: it must lose requests,
 so the first assertion can fail.
 """
@@ -31,9 +31,8 @@ import time
 
 import pytest
 
-from real_gateway import DRAIN, KEY, LAUNCHER, ROOT, STANDIN, ansible_env, call, free_port, wait_for
+from real_gateway import KEY, LAUNCHER, ROOT, STANDIN, ansible_env, call, free_port, wait_for
 
-VARS = os.path.join(ROOT, "playbooks", "vars", "rollout.yml")
 SPEC = importlib.util.spec_from_file_location("loadgen", os.path.join(ROOT, "scripts", "loadgen.py"))
 loadgen = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(loadgen)
@@ -78,7 +77,6 @@ PLAY = textwrap.dedent("""\
       hosts: workers
       serial: 1
       gather_facts: false
-      vars_files: [%(vars)s]
       tasks:
         - name: The service's settings and endpoints, as the rollout's preflight computes them
           ansible.builtin.include_role:
@@ -101,10 +99,9 @@ PLAY = textwrap.dedent("""\
           failed_when: false
 
         - name: The rollout's drain
-          ansible.builtin.include_tasks: %(drain)s
-          vars:
-            rollout_action: drain
-          when: __rollout_drain != 'none'
+          ansible.builtin.include_role:
+            name: blackwell.sglang.rollout
+            tasks_from: drain
 
         - name: Phase | restart
           ansible.builtin.set_fact:
@@ -120,10 +117,9 @@ PLAY = textwrap.dedent("""\
             phase_undrain: "{{ now().timestamp() }}"
 
         - name: The rollout's undrain
-          ansible.builtin.include_tasks: %(drain)s
-          vars:
-            rollout_action: undrain
-          when: __rollout_drain != 'none'
+          ansible.builtin.include_role:
+            name: blackwell.sglang.rollout
+            tasks_from: undrain
 
         - name: Phase | done
           ansible.builtin.debug:
@@ -176,7 +172,7 @@ def roll(fleet, drain):
     work = fleet["work"]
     play = work / "play.yml"
     play.write_text(PLAY % {key: json.dumps(str(value)) for key, value in {
-        "vars": VARS, "drain": DRAIN, "python": sys.executable, "restart": fleet["restart"], "work": work,
+        "python": sys.executable, "restart": fleet["restart"], "work": work,
         "standin": STANDIN, "config": fleet["config"]}.items()})
     local = {"ansible_connection": "local", "ansible_host": "127.0.0.1", "ansible_python_interpreter": sys.executable}
     inventory = work / "hosts.yml"

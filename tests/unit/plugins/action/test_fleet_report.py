@@ -15,7 +15,7 @@ PLAY = textwrap.dedent("""\
       tasks:
         - name: A row for a only
           ansible.builtin.set_fact:
-            fleet_report_row: "{{ inventory_hostname | blackwell.sglang.fleet_report_row({'result': 'ok', 'batch': 1}) }}"
+            rollout_report_row: "{{ inventory_hostname | blackwell.sglang.fleet_report_row({'result': 'ok', 'batch': 1}) }}"
           when: inventory_hostname == 'a'
 
         - name: The report
@@ -24,7 +24,7 @@ PLAY = textwrap.dedent("""\
             run_id: "{{ run_id | default(omit) }}"
             title: Unit
             hosts: "{{ ansible_play_hosts_all }}"
-            rows: "{{ rows | default(ansible_play_hosts_all | map('extract', hostvars) | map(attribute='fleet_report_row', default={}) | list) }}"
+            rows: "{{ rows | default(ansible_play_hosts_all | map('extract', hostvars) | map(attribute='rollout_report_row', default={}) | list) }}"
           run_once: true
           register: report
 
@@ -79,5 +79,5 @@ def test_rows_must_match_the_hosts(tmp_path):
     rc, result = play(tmp_path, "-e", "report_dir=%s" % tmp_path, "-e", '{"rows": [{}]}')
     assert rc != 0 and result["msg"] == "fleet_report: 1 rows for 2 hosts; give one row ({} for none) per host"
     rc, result = play(tmp_path, "-e", "report_dir=%s" % tmp_path, "-e", '{"rows": ["x", {}]}')
-    assert rc != 0 and result["msg"] == "fleet_report: every row must be a dict (a fleet_report_row fact, or {})"
+    assert rc != 0 and result["msg"] == "fleet_report: every row must be a dict (a rollout_report_row fact, or {})"
     assert os.listdir(tmp_path) == ["play.yml"]

@@ -34,7 +34,6 @@ def test_good_settings_have_no_problems():
     assert r.rollout_problems(GOOD) == []
     assert r.rollout_problems(dict(GOOD, drain="sglang_router", router_url="http://router:30000")) == []
     assert r.rollout_problems(dict(GOOD, drain="/etc/drain.yml", drain_file={"exists": True, "isreg": True})) == []
-    assert r.rollout_problems(dict(GOOD, rollback="false")) == []
     # A report directory not there yet: its parent's stat is given, writable.
     assert r.rollout_problems(dict(GOOD, report_dir_stat={"exists": True, "isdir": True, "writeable": True})) == []
 
@@ -51,11 +50,9 @@ def test_good_settings_have_no_problems():
     ({"drain": "sglang_router", "router_url": "http://router:30000/v1"}, "needs rollout_router_url"),
     ({"drain": "sglang_gateway", "gateway_hosts": []}, "rollout_drain=sglang_gateway needs a host in the inventory group sglang_gateway"),
     ({"gateway_timeout": 0}, "rollout_gateway_timeout must be a whole number of seconds >= 1, not 0"),
-    ({"require_loads": "maybe"}, "rollout_drain_require_loads"),
     ({"drain_timeout": 0}, "rollout_drain_timeout must be a whole number of seconds >= 1, not 0"),
     ({"smoke_timeout": "-5"}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not '-5'"),
     ({"smoke_timeout": True}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not True"),
-    ({"rollback": "maybe"}, "rollout_rollback_on_failure: 'maybe' is not a boolean (use true or false)"),
     ({"report_dir": "reports"}, "rollout_report_dir must be an absolute path on the controller, not 'reports'"),
     ({"report_dir_stat": {"exists": True, "isdir": False, "path": "/root/.cache/reports"}},
      "rollout_report_dir: /root/.cache/reports on the controller is not a directory"),
@@ -139,7 +136,22 @@ def test_the_filters_are_these_functions():
                                         "gateway_calls": gateway_calls,
                                         "gateway_registrations": r.registrations,
                                         "gateway_pending_registrations": r.pending_registrations,
-                                        "gateway_admin_key": gateway_admin_key}
+                                        "gateway_admin_key": gateway_admin_key, "rollout_gateway_keys": r.gateway_keys}
+
+
+def test_each_gateway_gets_its_own_keys_unless_the_rollout_names_one():
+    hostvars = {"gw1": {"sglang_gateway_api_key": "one"},
+                "gw2": {"sglang_gateway_api_key": "two", "sglang_gateway_control_plane_api_keys": ["ops:ops:admin:two-admin"]},
+                "gw3": {}}
+    keys = r.gateway_keys("sglang_gateway", ["gw1", "gw2", "gw3"], hostvars)
+    assert keys == {"gw1": {"headers": {"Authorization": "Bearer one"}, "server": "one"},
+                    "gw2": {"headers": {"Authorization": "Bearer two-admin"}, "server": "two"},
+                    "gw3": {"headers": {}, "server": ""}}
+    keys = r.gateway_keys("sglang_gateway", ["gw1", "gw2"], hostvars, "all-admin", "all-server")
+    assert keys["gw1"] == keys["gw2"] == {"headers": {"Authorization": "Bearer all-admin"}, "server": "all-server"}
+    assert r.gateway_keys("sglang_router", ["gw1"], hostvars, "k", "s") == {
+        "localhost": {"headers": {"Authorization": "Bearer k"}, "server": "s"}}
+    assert r.gateway_keys("none", ["gw1"], hostvars) == r.gateway_keys("/srv/drain.yml", ["gw1"], hostvars) == {}
 
 
 def test_the_report_is_written_as_json_and_markdown_and_replaced_by_the_next_batch(tmp_path):
@@ -174,7 +186,7 @@ def test_a_directory_that_cannot_be_written_raises(tmp_path):
     assert blocker.read_text() == "not a directory"
 
 
-# The drain's reading of the gateway's and the server's answers (playbooks/tasks/rollout_drain_gateway.yml).
+# The drain's reading of the gateway's and the server's answers (roles/rollout/tasks/gateway.yml).
 W1, W2 = "http://10.0.0.1:30000", "http://10.0.0.2:30000"
 GW = {"host": "gw-1", "url": "http://127.0.0.1:30080"}
 
