@@ -263,7 +263,7 @@ def test_an_edited_unit_env_file_or_verifier_is_rewritten_and_verified(host):
     changed = [name.split(" : ")[-1] for name, result in zip(repair.tasks, repair.results) if result.get("changed")]
     assert "Install | Units, each verified with systemd-analyze before it replaces the installed one" in changed, changed
     assert [name for name in changed if name.startswith("Install | Per-service environment files")], changed
-    assert "Install | Unit verifier" in changed, changed
+    assert "Verifier | The unit verifier, %s" % verifier in changed, changed  # the common role's
     assert host.file(unit).sha256sum == rendered
     assert host.file(env).mode == 0o640
     assert host.file(verifier).user == "root"

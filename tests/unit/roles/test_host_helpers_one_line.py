@@ -2,8 +2,8 @@
 
 Each runs as the role runs it (a fresh interpreter or /bin/sh, its argument as the task passes it);
 every case asserts the exact stderr, that it holds no "Traceback", and the exit status. The helpers:
-roles/sglang_venv/files/host_python.py and venv_facts.py (ansible.builtin.script) and roles/sglang_services/
-files/verify-unit.sh (the unit template's validate:). SGLang's argument parse is a module now
+roles/common/files/host_python.py and roles/sglang_venv/files/venv_facts.py (ansible.builtin.script) and
+roles/common/files/verify-unit.sh (the unit templates' validate:). SGLang's argument parse is a module now
 (sglang_server_args; tests/unit/plugins/modules/test_sglang_server_args.py).
 roles/flashinfer/files/flashinfer_arch_shim.py has its own file (test_flashinfer_arch_shim.py).
 """
@@ -16,9 +16,9 @@ import sys
 import pytest
 
 ROLES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles")
-HOST_PYTHON = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "host_python.py"))
+HOST_PYTHON = os.path.abspath(os.path.join(ROLES, "common", "files", "host_python.py"))
 VENV_FACTS = os.path.abspath(os.path.join(ROLES, "sglang_venv", "files", "venv_facts.py"))
-VERIFY_UNIT = os.path.abspath(os.path.join(ROLES, "sglang_services", "files", "verify-unit.sh"))
+VERIFY_UNIT = os.path.abspath(os.path.join(ROLES, "common", "files", "verify-unit.sh"))
 
 
 def run(argv, env=None, cwd=None):
@@ -34,9 +34,9 @@ def run_script_patched(script, patch, *args, env=None):
     return run([sys.executable, "-c", code], env=env)
 
 
-# ---- host_python.py (sglang_venv preflight: what is this interpreter?) ------------------------------
+# ---- host_python.py (common python: what is this interpreter? sglang_venv, sglang_gateway) ---------
 
-GLIBC_FIX = "SGLang's wheels are manylinux; set sglang_venv_python to an interpreter of a glibc system"
+GLIBC_FIX = "SGLang's wheels are manylinux; set sglang_venv_python (sglang_gateway_python for the gateway) to an interpreter of a glibc system"
 
 
 @pytest.mark.parametrize("patch, rc, err", [
@@ -44,8 +44,8 @@ GLIBC_FIX = "SGLang's wheels are manylinux; set sglang_venv_python to an interpr
      "host_python: error: this host's C library is not glibc (os.confstr('CS_GNU_LIBC_VERSION'): unrecognized "
      "configuration name): " + GLIBC_FIX + "\n"),
     ("import os\nos.confstr = lambda name: 'glibc 2'", 1,
-     "host_python: error: cannot read the glibc version 'glibc 2' of this host: set sglang_venv_python to an interpreter "
-     "of a glibc system (SGLang's wheels are manylinux)\n"),
+     "host_python: error: cannot read the glibc version 'glibc 2' of this host: set sglang_venv_python "
+     "(sglang_gateway_python for the gateway) to an interpreter of a glibc system (SGLang's wheels are manylinux)\n"),
     ("import platform\ndef machine():\n    raise RuntimeError('uname\\nfailed')\nplatform.machine = machine", 1,
      "host_python: error: unexpected RuntimeError: uname failed\n"),
 ])
@@ -110,7 +110,7 @@ def test_venv_facts_what_it_did_not_expect_is_one_line_too(patch, err):
     assert run_script_patched(VENV_FACTS, patch) == (1, "", err.format(prefix=sys.prefix, fix=venv_fix()))
 
 
-# ---- verify-unit.sh (sglang_services: the unit template's validate:) --------------------------------
+# ---- verify-unit.sh (common verifier: the unit templates' validate:) ---------------------------------
 
 SYSTEMD_ANALYZE = "#!/bin/sh\n%s\n"
 

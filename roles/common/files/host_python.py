@@ -18,7 +18,8 @@ def glibc_version():
         return os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError) as exc:  # musl and other C libraries have no CS_GNU_LIBC_VERSION
         raise ValueError("this host's C library is not glibc (os.confstr('CS_GNU_LIBC_VERSION'): %s): SGLang's "
-                         "wheels are manylinux; set sglang_venv_python to an interpreter of a glibc system" % exc)
+                         "wheels are manylinux; set sglang_venv_python (sglang_gateway_python for the gateway) "
+                         "to an interpreter of a glibc system" % exc)
 
 
 def describe():
@@ -28,7 +29,8 @@ def describe():
     if libc and libc.startswith("glibc "):
         match = re.match(r"^glibc (\d+)\.(\d+)", libc)
         if not match:
-            raise ValueError("cannot read the glibc version %r of this host: set sglang_venv_python to an "
+            raise ValueError("cannot read the glibc version %r of this host: set sglang_venv_python "
+                             "(sglang_gateway_python for the gateway) to an "
                              "interpreter of a glibc system (SGLang's wheels are manylinux)" % libc)
         major, minor = int(match.group(1)), int(match.group(2))
         legacy = {5: "manylinux1", 12: "manylinux2010", 17: "manylinux2014"}
