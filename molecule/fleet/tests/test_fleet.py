@@ -558,7 +558,7 @@ def test_13_a_rollout_through_the_real_gateway_loses_no_request(capsys):
     for name in HOSTS:
         run = tasks[name]
         moments = [utc_seconds(run[index(run, task, changed=None)][1]["_started"]) for task in (
-            "Gateway | This host's workers, as the gateway names them, the gateways and each one's keys",
+            "Gateway | This host's workers, as the gateway names them, and the gateways",
             "Switch | Changes from here are undone if the host fails (rollback.yml)",
             BACK,
             "Switch | Done, back in rotation")]
