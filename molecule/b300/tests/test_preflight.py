@@ -35,8 +35,8 @@ CASES = [
     # 1. Paths: absolute and normalised, named.
     ({"cuda_toolkit_pip_prefix": ":/opt/cuda"},
      "cuda_toolkit: cuda_toolkit_pip_prefix must be an absolute path (start with /), got ':/opt/cuda'"),
-    ({"flashinfer_kernel_cache_dir": "/var/lib/sglang/../cache"},
-     "flashinfer: flashinfer_kernel_cache_dir must be normalised, without . or .. components, got '/var/lib/sglang/../cache'"),
+    ({"kernel_cache_dir": "/var/lib/sglang/../cache"},
+     "kernel_cache: kernel_cache_dir must be normalised, without . or .. components, got '/var/lib/sglang/../cache'"),
     ({"sglang_node_home": "/var/lib/sglang\n"}, "sglang_node: sglang_node_home holds '\\n' in '/var/lib/sglang\\n'"),
     ({"cuda_toolkit_version": "13.0.2\n"}, "CUDA toolkit version '13.0.2\\n' is not a full X.Y.Z version"),
     # 2. Role-managed environment in a service's env.
@@ -57,8 +57,8 @@ CASES = [
     # The kernel caches: never under /tmp (the units' PrivateTmp= loses it); the store is the controller's.
     ({"sglang_node_kernel_cache_dir": "/tmp/kernels"},
      "sglang_node_kernel_cache_dir is /tmp/kernels, under /tmp/ (not kept on disk, or cleared)"),
-    ({"flashinfer_kernel_store_dir": "/etc/hostname"},
-     "flashinfer: flashinfer_kernel_store_dir /etc/hostname on the controller is not a directory"),
+    ({"kernel_cache_store_dir": "/etc/hostname"},
+     "kernel_cache: kernel_cache_store_dir /etc/hostname on the controller is not a directory"),
     # 4. GPUs against both target lists, before anything is installed (12.9.1 is not installed on the node).
     ({"sglang_node_gpus": GB10, "cuda_toolkit_version": "12.9.1"},
      "cuda_toolkit: cuda_toolkit_target_archs [10.3] does not cover the GPUs found on this host (compute capability 12.1)"),

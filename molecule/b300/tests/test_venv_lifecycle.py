@@ -98,7 +98,8 @@ def test_6_venvs_beyond_keep_and_leftovers_of_interrupted_builds_are_pruned(host
     current, previous = links(host)
     # An older complete venv (its marker written an hour before the others) and a directory an
     # interrupted build left (no marker): with keep 2, current and previous stay, both others go.
-    # Each has a kernel cache workspace (as the flashinfer role makes them), and so does a venv long gone.
+    # Each has a kernel cache workspace (as the kernel_cache role makes them), and so does a venv long
+    # gone: the kernel_cache role's prune entry point after the venv role (as site.yml's switch runs them).
     host.check_output(
         "install -d -o sglang -g sglang /opt/sglang/venvs/00000000000000aa /opt/sglang/venvs/00000000000000bb && "
         "echo '{}' > /opt/sglang/venvs/00000000000000aa/.sglang-venv.json && "
@@ -106,7 +107,8 @@ def test_6_venvs_beyond_keep_and_leftovers_of_interrupted_builds_are_pruned(host
         "install -d -o sglang -g sglang /var/lib/sglang/kernel-caches/00000000000000aa/.cache "
         "/var/lib/sglang/kernel-caches/00000000000000bb /var/lib/sglang/kernel-caches/00000000000000cc "
         "/var/lib/sglang/kernel-caches/%s/triton" % os.path.basename(previous))
-    rc, out = run_venv_role(run_playbook, {"sglang_venv_keep": 2})
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_keep": 2}, {"bsg_role": [
+        "blackwell.sglang.sglang_venv", "blackwell.sglang.kernel_cache:prune"]})
     assert rc == 0, out
     assert links(host) == (current, previous)
     assert venvs(host) == sorted(os.path.basename(p) for p in (current, previous))

@@ -123,15 +123,20 @@ FAULT_CACHE = FAULTS + "/ws/venv/.cache/flashinfer/0.7.2/120f/cached_ops"
 FAULT_SO = FAULT_CACHE + "/quantization/quantization.so"
 FAULT_PY = FAULT_VENV + "/bin/python"
 SGLANG_SITE = "/opt/sglang/current/lib/python3.11/site-packages"
+# The flashinfer role proves the targets, then the kernel_cache role pre-warms (as site.yml runs them).
 FAULT_VARS = {
-    "bsg_role": "blackwell.sglang.flashinfer",
+    "bsg_role": ["blackwell.sglang.flashinfer", "blackwell.sglang.kernel_cache"],
     "flashinfer_venv": FAULT_VENV,
     "flashinfer_cuda_home": "/opt/cuda/13.0.2",
     "flashinfer_env_file": FAULT_ENV,
-    "flashinfer_kernel_cache_dir": FAULTS + "/ws",
-    "flashinfer_prewarm_modules": ["quantization"],
+    "kernel_cache_venv": FAULT_VENV,
+    "kernel_cache_venv_id": "venv",
+    "kernel_cache_cuda_home": "/opt/cuda/13.0.2",
+    "kernel_cache_flashinfer_env_file": FAULT_ENV,
+    "kernel_cache_dir": FAULTS + "/ws",
+    "kernel_cache_prewarm_modules": ["quantization"],
     # These faults are about the pre-warm's repairs; seeding from the store is the fleet scenario's.
-    "flashinfer_kernel_store_dir": "",
+    "kernel_cache_store_dir": "",
 }
 FAULT_BUILD = BUILD.replace("sampling import gen_sampling_module", "quantization import gen_quantization_module")
 FAULT_AS_UNIT = "runuser -u sglang -- env -i $(grep -hv '^#' %s %s/venv.env | xargs) %s" % (FAULT_ENV, FAULT_VENV, FAULT_PY)

@@ -54,7 +54,9 @@ def settings(case, version, cuda_home, archs, **extra):
         "flashinfer_cuda_home": cuda_home,
         "flashinfer_cuda_archs": archs,
         "flashinfer_env_file": "%s/env/%s.env" % (BASE, case),
-        "flashinfer_kernel_cache_dir": "%s/ws-%s" % (BASE, case),
+        # The kernel_cache role after it, as site.yml runs them: the workspace <dir>/<venv id>.
+        "kernel_cache_dir": "%s/ws-%s" % (BASE, case),
+        "kernel_cache_venv_id": "venv-%s" % version,
     }
     value.update(extra)
     return value
@@ -198,7 +200,7 @@ def test_t_a_torch_of_another_cuda_major_is_refused_before_anything_is_written(h
 # Patch fallback: FlashInfer 0.3.0 asks torch for its targets and ignores FLASHINFER_CUDA_ARCH_LIST.
 INIT = venv("0.3.0") + "/lib/python3.11/site-packages/flashinfer/__init__.py"
 ORIGINAL = BASE + "/src/flashinfer_python-0.3.0/flashinfer/__init__.py"
-BACKUP = BASE + "/ws-P/venv-0.3.0/.cache/blackwell-sglang/flashinfer-0.3.0-orig/__init__.py"
+BACKUP = BASE + "/venv-0.3.0/.blackwell-sglang/flashinfer-0.3.0-orig/__init__.py"
 MARKER = "blackwell.sglang arch patch"
 
 

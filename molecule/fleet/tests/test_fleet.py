@@ -85,7 +85,7 @@ def playbook(path, limit, *extra_vars):
 
 
 def recorded(name):
-    """What the node's last kernel cache run did (flashinfer_kernel_cache, recorded by the playbook)."""
+    """What the node's last kernel cache run did (kernel_cache_result, recorded by the playbook)."""
     return json.loads(HOSTS[name].file("/var/tmp/bsg-kernel-cache.json").content_string)
 
 
