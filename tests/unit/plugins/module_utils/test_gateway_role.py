@@ -1,5 +1,6 @@
 """The gateway role's Python: its workers from the inventory (module_utils/gateway.py
-inventory_worker_urls, filter gateway_inventory_worker_urls) and its preflight (gateway_problems, through module_utils/role_checks.py's sglang_gateway_problems)."""
+inventory_worker_urls, filter gateway_inventory_worker_urls) and its preflight (gateway_problems,
+through module_utils/role_checks.py's sglang_gateway_problems)."""
 
 import re
 
