@@ -1,30 +1,21 @@
 # -*- coding: utf-8 -*-
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""pip_index_args: index settings -> the arguments pip and uv take for them (one home for the
-sglang_venv role's venv build, its uv download and its controller wheelhouse)."""
+"""pip_index_args (module_utils/pip_index.py): index settings -> the arguments pip and uv take for
+them. Documented in plugins/filter/pip_index_args.yml."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.pip_index import index_args
 
 
 def pip_index_args(index_url, extra_index_urls=None):
-    """('https://mirror/simple', ['https://x/simple']) ->
-    ['--index-url', 'https://mirror/simple', '--extra-index-url', 'https://x/simple'].
-
-    An empty `index_url` leaves pip's and uv's default (PyPI); each extra URL adds one pair. Both
-    tools take these spellings."""
-    if extra_index_urls is None:
-        extra_index_urls = []
-    if not isinstance(index_url, str) or not isinstance(extra_index_urls, (list, tuple)):
-        raise AnsibleFilterError(
-            "pip_index_args wants an index URL string and a list of extra URLs, got %r and %r"
-            % (index_url, extra_index_urls))
-    args = ["--index-url", index_url] if index_url else []
-    for url in extra_index_urls:
-        args += ["--extra-index-url", str(url)]
-    return args
+    """module_utils/pip_index.index_args, its TypeError as Ansible's filter error."""
+    try:
+        return index_args(index_url, extra_index_urls)
+    except TypeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 class FilterModule:

@@ -3,15 +3,19 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the fleet rollout (roles/rollout) and the fleet report (rollout and site);
 the logic lives in plugins/module_utils/rollout.py and, for the workers' identity at the model
-gateway, plugins/module_utils/gateway.py."""
+gateway, plugins/module_utils/gateway.py; the gateway role's preflight check in
+plugins/module_utils/role_checks.py. Each filter is documented in plugins/filter/<name>.yml; the
+wrappers here only turn the module_utils' errors into Ansible's filter error."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.module_utils import gateway, rollout
+from ansible_collections.blackwell.sglang.plugins.module_utils.gateway import admin_key_of
 from ansible_collections.blackwell.sglang.plugins.module_utils.rollout import (
     drain_gone_problems, drain_load_problems, fleet_report_row, gateway_keys, pending_registrations, registrations, rollout_gateways, rollout_problems,
     undrain_problems)
+from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import sglang_gateway_problems
 
 
 def gateway_workers_of(entries, urls):
@@ -50,19 +54,6 @@ def gateway_inventory_worker_urls(hostvars_by_host):
         raise AnsibleFilterError("gateway_inventory_worker_urls: %s" % exc) from exc
 
 
-def gateway_problems(settings):
-    """Problems of the gateway role's settings, one sentence each (module_utils/gateway.py)."""
-    return gateway.gateway_problems(settings)
-
-
-def gateway_admin_key(gateway_hostvars):
-    """The Bearer key for a gateway host's worker API, from its sglang_gateway_api_key and
-    sglang_gateway_control_plane_api_keys (module_utils/gateway.py, ``admin_key``)."""
-    gateway_hostvars = gateway_hostvars or {}
-    return gateway.admin_key(gateway_hostvars.get("sglang_gateway_api_key"),
-                             gateway_hostvars.get("sglang_gateway_control_plane_api_keys"))
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -79,6 +70,6 @@ class FilterModule:
             "gateway_workers_of": gateway_workers_of,
             "gateway_missing_workers": gateway_missing_workers,
             "gateway_inventory_worker_urls": gateway_inventory_worker_urls,
-            "gateway_problems": gateway_problems,
-            "gateway_admin_key": gateway_admin_key,
+            "sglang_gateway_problems": sglang_gateway_problems,
+            "gateway_admin_key": admin_key_of,
         }

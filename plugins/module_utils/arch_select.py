@@ -154,3 +154,35 @@ def cache_arch_dir(rendered):
         major, minor = base.split(".")
         parts.add((int(major), minor + suffix))
     return "_".join("%d%s" % part for part in sorted(parts))
+
+
+def flashinfer_targets(gpu_ccs, inventory_archs, cuda_version, flashinfer_version):
+    """{'archs': ['12.0f'], 'cache_arch': '120f', 'source': 'gpus'|'inventory', 'error': None}: the
+    FLASHINFER_CUDA_ARCH_LIST for these GPUs (or, without GPUs, the inventory's archs), this CUDA
+    and this FlashInfer.
+
+    Errors (inventory disagreeing with the GPUs, a toolkit too old for a target, nothing to target)
+    are returned in 'error', so a preflight can fail with that text before anything is compiled.
+    """
+    try:
+        selected = select_archs(gpu_ccs, inventory_archs)
+        archs = render_archs(selected, cuda_version, flashinfer_version)
+        return {
+            "archs": archs,
+            "cache_arch": cache_arch_dir(archs),
+            "source": "gpus" if gpu_ccs else "inventory",
+            "error": None,
+        }
+    except ArchError as exc:
+        return {"archs": [], "cache_arch": None, "source": None, "error": str(exc)}
+
+
+def flashinfer_select_problems(gpu_ccs, inventory_archs):
+    """The targets check that needs nothing installed (no nvcc, no FlashInfer): the GPUs found and
+    flashinfer_cuda_archs name the same compute capabilities, and there is something to target.
+    [] when good, else [the sentence] (select_archs)."""
+    try:
+        select_archs(gpu_ccs, inventory_archs)
+    except ArchError as exc:
+        return [str(exc)]
+    return []

@@ -451,3 +451,11 @@ def admin_key(api_key, control_plane_api_keys):
         if len(parts) == 4 and parts[2].lower() == "admin" and parts[3]:
             return parts[3]
     return str(api_key or "")
+
+
+def admin_key_of(gateway_hostvars):
+    """``admin_key`` of a gateway host's variables (its sglang_gateway_api_key and
+    sglang_gateway_control_plane_api_keys; none set: '')."""
+    gateway_hostvars = gateway_hostvars or {}
+    return admin_key(gateway_hostvars.get("sglang_gateway_api_key"),
+                     gateway_hostvars.get("sglang_gateway_control_plane_api_keys"))

@@ -4,8 +4,8 @@
 """Whether a node can serve: driver <-> CUDA toolkit <-> torch, kernel modules, GPU counts,
 attention backends <-> compute capability, and the NCCL peer-to-peer decision.
 
-The one home of these tables and decisions: the roles' preflights call them through the filters in
-plugins/filter/gpu.py, the nvidia_gpu_validate module imports the NCCL decision. Pure Python, no I/O;
+The one home of these tables and decisions: the roles' preflights call them through the filters of
+plugins/filter/gpu.py and the roles' checks in role_checks.py, the nvidia_gpu_validate module imports the NCCL decision. Pure Python, no I/O;
 each check returns sentences that name what was found and what to change ([] when all is well).
 """
 
@@ -92,6 +92,12 @@ def driver_problems(driver_version, toolkit_version):
                     "version compatibility (cubins for the exact targets load; PTX JIT and features of the newer "
                     "driver do not; %s)" % (driver_version, exact, toolkit_version, MINOR_COMPAT_SOURCE)]
     return [], []
+
+
+def driver_warnings(driver_version, toolkit_version):
+    """The warnings of driver_problems: one sentence when the driver runs the toolkit's code only
+    through CUDA minor version compatibility, else []."""
+    return driver_problems(driver_version, toolkit_version)[1]
 
 
 def _major(version):

@@ -143,3 +143,23 @@ def bool_problem(name, value):
     except ValueError as exc:
         return "%s: %s" % (name, exc)
     return None
+
+
+def _checked(mapping, check):
+    return [problem for problem in (check(name, value) for name, value in (mapping or {}).items()) if problem]
+
+
+def path_problems(mapping, dedicated=False):
+    """{variable: path} -> one sentence per path that is not absolute and normalised; with
+    `dedicated`, also per directory the system shares (the roles own or re-group these)."""
+    return _checked(mapping, dedicated_dir_problem if dedicated else path_problem)
+
+
+def env_file_problems(mapping):
+    """{variable: file} -> one sentence per env file whose directory is not one the role may own."""
+    return _checked(mapping, env_file_problem)
+
+
+def bool_problems(mapping):
+    """{variable: value} -> one sentence per value that is not a boolean as operators write one."""
+    return _checked(mapping, bool_problem)

@@ -1,7 +1,8 @@
 """Booleans as operators pass them: `-e sglang_venv_rollback=true` gives the string "true", and
 ansible-core 2.19 refuses a string where a conditional needs a boolean. Every bool option of every
 role (meta/argument_specs.yml) is read through `| bool` wherever a task, template or playbook
-uses it in an expression; the preflights' bool_problems checks refuse anything else by name.
+uses it in an expression; the preflights' checks (bool_problems, the roles' checks in
+plugins/module_utils/role_checks.py) refuse anything else by name.
 """
 
 import glob
@@ -14,6 +15,9 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RAW_EXPRESSION_KEYS = ("when", "that", "failed_when", "changed_when", "until")
 JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+# A preflight check reads the raw value and names it when it is not a boolean: bool_problems, or a
+# role's check over its variables (plugins/module_utils/role_checks.py, tests/unit/plugins/module_utils/test_role_checks.py).
+PREFLIGHT_CHECK = re.compile(r"blackwell\.sglang\.(bool_problems|\w+_problems)\b")
 
 
 def bool_options():
@@ -69,8 +73,8 @@ def test_every_use_of_a_bool_option_goes_through_the_bool_filter(name):
     bare = re.compile(r"(?<!['\"])\b%s\b(?![':\"])(?!\s*\|\s*bool\b)" % name)
     offenders = []
     for path, text in uses():
-        if "bool_problems" in text:
-            continue  # the preflight check itself: {'name': name} | blackwell.sglang.bool_problems
+        if PREFLIGHT_CHECK.search(text):
+            continue  # the preflight check itself: {'name': name} | blackwell.sglang.bool_problems (or a role's check)
         if bare.search(text):
             offenders.append("%s: %s" % (path, " ".join(text.split())))
     assert offenders == []

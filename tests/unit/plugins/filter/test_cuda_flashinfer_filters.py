@@ -6,14 +6,16 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter import cuda, flashinfer
+from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import gpu_coverage_problems, toolkit_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import cuda_toolkit_problems
 
 
 def test_cuda_filters():
     assert cuda.cuda_compute_name("12.0") == "compute_120"
     assert cuda.cuda_compute_name("10.3a") == "compute_103"  # as nvcc --list-gpu-arch names it
     assert cuda.cuda_min_toolkit("10.3") == "12.9"
-    assert cuda.cuda_toolkit_problems(["12.0", "10.3"], "13.0.2") == []
-    assert cuda.cuda_toolkit_problems(["10.3"], "12.8.1") == [
+    assert toolkit_problems(["12.0", "10.3"], "13.0.2") == []
+    assert toolkit_problems(["10.3"], "12.8.1") == [
         "target 10.3 needs CUDA toolkit >= 12.9, but 12.8.1 was requested"]
 
 
@@ -48,9 +50,8 @@ def test_flashinfer_targets_returns_the_error_instead_of_raising():
 
 def test_filter_names():
     assert cuda.FilterModule().filters() == {
-        "cuda_toolkit_problems": cuda.cuda_toolkit_problems, "cuda_compute_name": cuda.cuda_compute_name,
-        "cuda_min_toolkit": cuda.cuda_min_toolkit, "cuda_nvcc_release": cuda.cuda_nvcc_release,
-        "cuda_gpu_problems": cuda.cuda_gpu_problems}
+        "cuda_toolkit_preflight_problems": cuda_toolkit_problems, "cuda_compute_name": cuda.cuda_compute_name,
+        "cuda_min_toolkit": cuda.cuda_min_toolkit, "cuda_nvcc_release": cuda.cuda_nvcc_release}
     assert flashinfer.FilterModule().filters() == {"flashinfer_targets": flashinfer.flashinfer_targets,
                                                    "flashinfer_select_problems": flashinfer.flashinfer_select_problems}
 
@@ -60,7 +61,7 @@ def test_preflight_target_checks_need_nothing_installed():
     assert flashinfer.flashinfer_select_problems(["12.1"], ["12.0"]) == [
         "flashinfer_cuda_archs 12.0 does not match the GPUs found on this host (compute capability 12.1); fix the "
         "inventory or leave flashinfer_cuda_archs unset to use the GPUs"]
-    assert cuda.cuda_gpu_problems(["12.1"], ["12.0"], "cuda_toolkit_target_archs")[0].startswith(
+    assert gpu_coverage_problems(["12.1"], ["12.0"], "cuda_toolkit_target_archs")[0].startswith(
         "cuda_toolkit_target_archs [12.0] does not cover the GPUs found on this host (compute capability 12.1)")
     assert flashinfer.flashinfer_select_problems([], ["12.0"]) == []
     assert flashinfer.flashinfer_select_problems(["10.3"], []) == []

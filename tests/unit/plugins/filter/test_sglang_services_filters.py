@@ -269,6 +269,8 @@ def test_the_filters_the_role_calls_are_these_functions():
         "systemd_exec": f.systemd_exec, "sglang_services_endpoints": f.sglang_services_endpoints,
         "sglang_services_gpu_sets": f.sglang_services_gpu_sets, "sglang_extra_argv": f.extra_argv,
         "sglang_services_port_problems": f.sglang_services_port_problems,
+        "sglang_services_input_problems": f.sglang_services_input_problems,
+        "sglang_services_gpu_problems": f.sglang_services_gpu_problems,
     }
 
 

@@ -1,5 +1,6 @@
 """The gateway role's Python: its workers from the inventory (module_utils/gateway.py
-inventory_worker_urls, filter gateway_inventory_worker_urls) and its preflight (gateway_problems)."""
+inventory_worker_urls, filter gateway_inventory_worker_urls) and its preflight (gateway_problems,
+through module_utils/role_checks.py's sglang_gateway_problems)."""
 
 import re
 
@@ -53,6 +54,24 @@ def test_a_host_without_the_fact_is_named_with_what_to_do():
         f.gateway_inventory_worker_urls(hostvars)
 
 
+# The role's other variables, good (its defaults); the preflight's filter takes them by their names.
+ROLE_DEFAULTS = {
+    "sglang_gateway_base_dir": "/opt/sglang-gateway", "sglang_gateway_state_dir": "/var/lib/sglang-gateway",
+    "sglang_gateway_env_dir": "/etc/sglang-gateway", "sglang_gateway_python": "/usr/bin/python3",
+    "sglang_gateway_wheelhouse_controller_dir": "/root/.cache/blackwell-sglang/wheelhouse",
+    "sglang_gateway_ca_bundle": "/etc/ssl/certs/ca-certificates.crt", "sglang_gateway_index_url": "",
+    "sglang_gateway_uv_version": "0.13.9", "sglang_gateway_dp_aware": False, "sglang_gateway_tokenizer_autoload": False,
+    "sglang_gateway_allow_plaintext_secrets": False, "sglang_gateway_version": "1.13.0",
+    "sglang_gateway_wheelhouse": "none", "sglang_gateway_ready_timeout": 60,
+}
+
+
+def role_vars(settings):
+    """gateway_problems' settings as the preflight passes them: the variables by their names."""
+    names = {"service_ports": "sglang_services_endpoints", "serves": "sglang_services_active", "groups": "group_names"}
+    return dict(ROLE_DEFAULTS, **{names.get(key, "sglang_gateway_" + key): value for key, value in settings.items()})
+
+
 def test_good_settings_have_no_problems():
     assert g.gateway_problems(GOOD) == []
     for serves in (None, "", "none", [], ["none"]):
@@ -98,7 +117,7 @@ def test_good_settings_have_no_problems():
 def test_bad_settings_are_named(change, message):
     problems = g.gateway_problems(dict(GOOD, **change))
     assert any(message in problem for problem in problems), problems
-    assert f.gateway_problems(dict(GOOD, **change)) == problems
+    assert f.sglang_gateway_problems(role_vars(dict(GOOD, **change))) == problems  # the preflight's filter
 
 
 def test_a_secret_is_never_in_a_problem():

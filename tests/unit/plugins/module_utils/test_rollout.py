@@ -122,21 +122,23 @@ def test_markdown_table():
 
 
 def test_the_filters_are_these_functions():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.gateway import admin_key_of
+    from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import sglang_gateway_problems
     from ansible_collections.blackwell.sglang.plugins.filter.rollout import (
-        FilterModule, gateway_admin_key, gateway_calls, gateway_inventory_worker_urls, gateway_missing_workers, gateway_problems,
+        FilterModule, gateway_calls, gateway_inventory_worker_urls, gateway_missing_workers,
         gateway_workers_of)
     assert FilterModule().filters() == {"rollout_problems": r.rollout_problems, "fleet_report_row": r.fleet_report_row,
                                         "gateway_workers_of": gateway_workers_of,
                                         "gateway_missing_workers": gateway_missing_workers,
                                         "gateway_inventory_worker_urls": gateway_inventory_worker_urls,
-                                        "gateway_problems": gateway_problems,
+                                        "sglang_gateway_problems": sglang_gateway_problems,
                                         "rollout_gateways": r.rollout_gateways, "drain_gone_problems": r.drain_gone_problems,
                                         "drain_load_problems": r.drain_load_problems,
                                         "gateway_undrain_problems": r.undrain_problems,
                                         "gateway_calls": gateway_calls,
                                         "gateway_registrations": r.registrations,
                                         "gateway_pending_registrations": r.pending_registrations,
-                                        "gateway_admin_key": gateway_admin_key, "rollout_gateway_keys": r.gateway_keys}
+                                        "gateway_admin_key": admin_key_of, "rollout_gateway_keys": r.gateway_keys}
 
 
 def test_each_gateway_gets_its_own_keys_unless_the_rollout_names_one():
@@ -290,7 +292,8 @@ def test_the_gateways_of_each_drain():
 
 
 def test_the_drain_sends_the_gateway_its_admin_key():
-    from ansible_collections.blackwell.sglang.plugins.filter.rollout import gateway_admin_key
+    from ansible_collections.blackwell.sglang.plugins.filter.rollout import FilterModule
+    gateway_admin_key = FilterModule().filters()["gateway_admin_key"]
     assert gateway_admin_key({"sglang_gateway_api_key": "k"}) == "k"
     assert gateway_admin_key({"sglang_gateway_api_key": "k", "sglang_gateway_control_plane_api_keys": [
         "r:Reader:user:u1", "a:Ops:admin:a:with:colons"]}) == "a:with:colons"
