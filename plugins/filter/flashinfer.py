@@ -2,13 +2,20 @@
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The flashinfer role's target filters (module_utils/arch_select.py): GPU facts + inventory ->
-FLASHINFER_CUDA_ARCH_LIST for this FlashInfer/CUDA. Documented in plugins/filter/<name>.yml."""
+FLASHINFER_CUDA_ARCH_LIST for this FlashInfer/CUDA; the flashinfer and kernel_cache roles' preflight
+checks (module_utils/role_checks.py). Documented in plugins/filter/<name>.yml."""
 
 from __future__ import annotations
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.arch_select import flashinfer_select_problems, flashinfer_targets
+from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import flashinfer_problems, kernel_cache_problems
 
 
 class FilterModule:
     def filters(self):
-        return {"flashinfer_targets": flashinfer_targets, "flashinfer_select_problems": flashinfer_select_problems}
+        return {
+            "flashinfer_targets": flashinfer_targets,
+            "flashinfer_select_problems": flashinfer_select_problems,
+            "flashinfer_problems": flashinfer_problems,
+            "kernel_cache_problems": kernel_cache_problems,
+        }

@@ -5,7 +5,7 @@
 dicts, so a preflight names every bad variable at once, and the sglang_node role's check of the
 shared paths (module_utils/role_checks.py):
 
-    {{ {'flashinfer_kernel_cache_dir': flashinfer_kernel_cache_dir} | blackwell.sglang.path_problems(dedicated=true) }}
+    {{ {'kernel_cache_dir': kernel_cache_dir} | blackwell.sglang.path_problems(dedicated=true) }}
 
 Each filter is documented in plugins/filter/<name>.yml.
 """
@@ -13,7 +13,7 @@ Each filter is documented in plugins/filter/<name>.yml.
 from __future__ import annotations
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import bool_problems, env_file_problems, path_problems
-from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import sglang_node_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import sglang_node_problems, sglang_venv_problems
 
 
 class FilterModule:
@@ -23,4 +23,5 @@ class FilterModule:
             "env_file_problems": env_file_problems,
             "bool_problems": bool_problems,
             "sglang_node_problems": sglang_node_problems,
+            "sglang_venv_problems": sglang_venv_problems,
         }

@@ -19,6 +19,7 @@ import json
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import gpu_compat
+from ansible_collections.blackwell.sglang.plugins.module_utils.arch_select import flashinfer_select_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import gpu_coverage_problems, toolkit_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.gateway import gateway_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import (
@@ -35,6 +36,10 @@ WHOLE_NUMBER = r"^[0-9]+$"
 RELEASE = r"^[0-9]+\.[0-9]+\.[0-9]+$"
 INDEX_URL = r"^(https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?|file:///[^\s]*)$"
 GATEWAY_WHEELHOUSES = ("none", "controller")
+# A pinned requirement, name[extras]==version (pip's own grammar is wider; a fleet pins exactly).
+PINNED = r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*$"
+# sglang_venv_flashinfer_version: empty (the packages' own pin) or X.Y.Z with a release suffix.
+FLASHINFER_RELEASE = r"^([0-9]+\.[0-9]+\.[0-9]+([.a-z0-9]*)?)?$"
 
 
 def _matches(pattern, value):
@@ -50,6 +55,16 @@ def _json(value):
 def _given(value):
     """A path variable that may be left empty (Jinja's `value | length > 0`)."""
     return value is not None and len(value) > 0
+
+
+def _as_list(value):
+    """A list setting as the role's argument spec reads it: a string is split at commas (Ansible's
+    `type: list` conversion, e.g. `-e sglang_venv_packages=sglang`), None is empty."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return list(value)
 
 
 def _whole_number(value, minimum):
@@ -75,6 +90,72 @@ def sglang_node_problems(variables):
     if not (_matches(PLAIN_DIR_NAME, stamp_dir) and stamp_dir not in (".", "..")):
         problems.append("sglang_node_venv_stamp_dir must be a plain directory name (it lives in each venv), got "
                         + _json(stamp_dir))
+    return problems
+
+
+def sglang_venv_problems(variables):
+    """The sglang_venv role's settings: sglang_venv_home, _base_dir and _wheelhouse_controller_dir
+    directories the role owns; sglang_venv_python and sglang_venv_ca_bundle (when set) paths;
+    sglang_venv_rollback and _switch booleans; every package spec and constraint pinned
+    (name==version; sglang_venv_packages, sglang_venv_flashinfer_version, sglang_venv_constraints);
+    the index URLs well formed (sglang_venv_index_url, _extra_index_urls); sglang_venv_keep >= 1."""
+    v = variables
+    problems = path_problems({name: v.get(name) for name in (
+        "sglang_venv_home", "sglang_venv_base_dir", "sglang_venv_wheelhouse_controller_dir")}, dedicated=True)
+    paths = {"sglang_venv_python": v.get("sglang_venv_python")}
+    if _given(v.get("sglang_venv_ca_bundle")):
+        paths["sglang_venv_ca_bundle"] = v.get("sglang_venv_ca_bundle")
+    problems += path_problems(paths)
+    problems += bool_problems({name: v.get(name) for name in ("sglang_venv_rollback", "sglang_venv_switch")})
+    flashinfer = v.get("sglang_venv_flashinfer_version") or ""
+    specs = _as_list(v.get("sglang_venv_packages")) + (["flashinfer-python==%s" % flashinfer] if flashinfer else [])
+    unpinned = [spec for spec in specs + _as_list(v.get("sglang_venv_constraints")) if not _matches(PINNED, spec)]
+    if unpinned:
+        problems.append("unpinned package specs %s (use name==version: a fleet must not drift)" % _json(unpinned))
+    if not _matches(FLASHINFER_RELEASE, flashinfer):
+        problems.append("sglang_venv_flashinfer_version %s is not X.Y.Z" % _json(flashinfer))
+    index_url = v.get("sglang_venv_index_url")
+    urls = ([index_url] if _given(index_url) else []) + _as_list(v.get("sglang_venv_extra_index_urls"))
+    bad = [url for url in urls if not _matches(INDEX_URL, url)]
+    if bad:
+        problems.append("malformed index URLs %s (want http(s)://host[:port]/path or file:///path)" % _json(bad))
+    keep = v.get("sglang_venv_keep")
+    if not _whole_number(keep, 1):
+        problems.append("sglang_venv_keep must be >= 1 (got %s): the venv in service is always kept" % (keep,))
+    return problems
+
+
+def flashinfer_problems(variables):
+    """The flashinfer role's checks that need nothing installed: the GPUs found (sglang_node_gpus,
+    the sglang_node role's fact) and flashinfer_cuda_archs name the same compute capabilities;
+    flashinfer_venv and flashinfer_cuda_home (when set) paths; flashinfer_env_file an env file the
+    role writes; flashinfer_patch a boolean."""
+    v = variables
+    gpus = v.get("sglang_node_gpus") or {}
+    problems = flashinfer_select_problems(gpus.get("compute_capabilities"), v.get("flashinfer_cuda_archs"))
+    paths = {"flashinfer_venv": v.get("flashinfer_venv")}
+    if _given(v.get("flashinfer_cuda_home")):
+        paths["flashinfer_cuda_home"] = v.get("flashinfer_cuda_home")
+    problems += path_problems(paths)
+    problems += env_file_problems({"flashinfer_env_file": v.get("flashinfer_env_file")})
+    problems += bool_problems({"flashinfer_patch": v.get("flashinfer_patch")})
+    return problems
+
+
+def kernel_cache_problems(variables):
+    """The kernel_cache role's paths: kernel_cache_dir a directory the role owns (not under /tmp);
+    kernel_cache_store_dir, kernel_cache_venv and kernel_cache_cuda_home (each when set) paths;
+    kernel_cache_flashinfer_env_file an env file; kernel_cache_venv_id empty or a plain directory
+    name (the venv's workspace in kernel_cache_dir)."""
+    v = variables
+    problems = path_problems({"kernel_cache_dir": v.get("kernel_cache_dir")}, dedicated=True)
+    problems += path_problems({name: v.get(name) for name in (
+        "kernel_cache_store_dir", "kernel_cache_venv", "kernel_cache_cuda_home") if _given(v.get(name))})
+    problems += env_file_problems({"kernel_cache_flashinfer_env_file": v.get("kernel_cache_flashinfer_env_file")})
+    venv_id = v.get("kernel_cache_venv_id") or ""
+    if venv_id and not _matches(PLAIN_FILE_NAME, venv_id):
+        problems.append("kernel_cache_venv_id must be a plain directory name (the venv id, a workspace in "
+                        "kernel_cache_dir), got " + _json(venv_id))
     return problems
 
 

@@ -7,7 +7,11 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.filter import cuda, flashinfer
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import gpu_coverage_problems, toolkit_problems
-from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import cuda_toolkit_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import (
+    cuda_toolkit_problems,
+    flashinfer_problems,
+    kernel_cache_problems,
+)
 
 
 def test_cuda_filters():
@@ -53,7 +57,9 @@ def test_filter_names():
         "cuda_toolkit_preflight_problems": cuda_toolkit_problems, "cuda_compute_name": cuda.cuda_compute_name,
         "cuda_min_toolkit": cuda.cuda_min_toolkit, "cuda_nvcc_release": cuda.cuda_nvcc_release}
     assert flashinfer.FilterModule().filters() == {"flashinfer_targets": flashinfer.flashinfer_targets,
-                                                   "flashinfer_select_problems": flashinfer.flashinfer_select_problems}
+                                                   "flashinfer_select_problems": flashinfer.flashinfer_select_problems,
+                                                   "flashinfer_problems": flashinfer_problems,
+                                                   "kernel_cache_problems": kernel_cache_problems}
 
 
 def test_preflight_target_checks_need_nothing_installed():

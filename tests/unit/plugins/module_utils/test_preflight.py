@@ -126,4 +126,5 @@ def test_filters_report_every_bad_variable_at_once():
     assert [p.split(" ")[0] for p in filters.path_problems(mapping, dedicated=True)] == ["b", "c"]
     assert filters.env_file_problems({"f": "/etc/sglang/f.env", "g": "/etc/default/g"})[0].startswith("g is /etc/default/g")
     assert filters.bool_problems({"x": "true", "y": "nope", "z": False}) == ["y: 'nope' is not a boolean (use true or false)"]
-    assert set(filters.FilterModule().filters()) == {"path_problems", "env_file_problems", "bool_problems", "sglang_node_problems"}
+    assert set(filters.FilterModule().filters()) == {"path_problems", "env_file_problems", "bool_problems", "sglang_node_problems",
+                                                     "sglang_venv_problems"}

@@ -5,7 +5,7 @@ tests/unit/playbooks/test_gateway_preflight.py check them on a node)."""
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.filter import cuda, preflight, rollout, sglang_services
+from ansible_collections.blackwell.sglang.plugins.filter import cuda, flashinfer, preflight, rollout, sglang_services
 from ansible_collections.blackwell.sglang.plugins.module_utils import role_checks as rc
 
 NODE = {
@@ -13,6 +13,24 @@ NODE = {
     "sglang_node_lib_dir": "/usr/local/lib/sglang", "sglang_node_kernel_cache_dir": "/var/cache/sglang/kernels",
     "sglang_node_venv": "/opt/sglang/venv", "sglang_node_flashinfer_env_file": "/etc/sglang/flashinfer.env",
     "sglang_node_venv_env_name": "venv.env", "sglang_node_venv_stamp_dir": ".blackwell-sglang",
+}
+VENV = {
+    "sglang_venv_home": "/var/lib/sglang", "sglang_venv_base_dir": "/opt/sglang",
+    "sglang_venv_wheelhouse_controller_dir": "/srv/wheelhouses", "sglang_venv_python": "/usr/bin/python3.11",
+    "sglang_venv_ca_bundle": "", "sglang_venv_rollback": False, "sglang_venv_switch": True,
+    "sglang_venv_packages": ["sglang[all]==0.5.23"], "sglang_venv_flashinfer_version": "0.7.2",
+    "sglang_venv_constraints": ["torch==2.14.1+cu130"], "sglang_venv_index_url": "https://pypi.org/simple",
+    "sglang_venv_extra_index_urls": ["file:///srv/wheels"], "sglang_venv_keep": 3,
+}
+FLASHINFER = {
+    "sglang_node_gpus": {"present": False, "compute_capabilities": []}, "flashinfer_cuda_archs": ["12.0"],
+    "flashinfer_venv": "/opt/sglang/current", "flashinfer_cuda_home": "/opt/cuda/13.0.2",
+    "flashinfer_env_file": "/etc/sglang/flashinfer.env", "flashinfer_patch": True,
+}
+KERNEL_CACHE = {
+    "kernel_cache_dir": "/var/lib/sglang/kernel-caches", "kernel_cache_store_dir": "/root/.cache/blackwell-sglang/kernels",
+    "kernel_cache_venv": "/opt/sglang/venvs/03cc642be31cb6ed", "kernel_cache_cuda_home": "/opt/cuda/13.0.2",
+    "kernel_cache_flashinfer_env_file": "/etc/sglang/flashinfer.env", "kernel_cache_venv_id": "03cc642be31cb6ed",
 }
 NO_GPUS = {"present": False, "count": 0, "compute_capabilities": [], "driver_version": None}
 B300_GPUS = {"present": True, "count": 8, "compute_capabilities": ["10.3"], "driver_version": "580.95.05",
@@ -53,6 +71,9 @@ GATEWAY = {
 def test_good_input_has_no_problems():
     assert rc.sglang_node_problems(NODE) == []
     assert rc.cuda_toolkit_problems(CUDA) == []
+    assert rc.sglang_venv_problems(VENV) == []
+    assert rc.flashinfer_problems(FLASHINFER) == []
+    assert rc.kernel_cache_problems(KERNEL_CACHE) == []
     assert rc.cuda_toolkit_problems(dict(CUDA, sglang_node_gpus=B300_GPUS)) == []
     assert rc.sglang_services_input_problems(SERVICES_INPUT) == []
     assert rc.sglang_services_gpu_problems(SETTINGS, SERVICES_GPU) == []
@@ -61,6 +82,9 @@ def test_good_input_has_no_problems():
 
 
 def test_the_filters_are_these_functions():
+    assert preflight.FilterModule().filters()["sglang_venv_problems"] is rc.sglang_venv_problems
+    assert flashinfer.FilterModule().filters()["flashinfer_problems"] is rc.flashinfer_problems
+    assert flashinfer.FilterModule().filters()["kernel_cache_problems"] is rc.kernel_cache_problems
     assert preflight.FilterModule().filters()["sglang_node_problems"] is rc.sglang_node_problems
     assert cuda.FilterModule().filters()["cuda_toolkit_preflight_problems"] is rc.cuda_toolkit_problems
     assert sglang_services.FilterModule().filters()["sglang_services_input_problems"] is rc.sglang_services_input_problems
@@ -230,3 +254,58 @@ def test_sglang_gateway_never_shows_a_key():
     problems = rc.sglang_gateway_problems(dict(GATEWAY, sglang_gateway_api_key="top\nsecret",
                                                sglang_gateway_control_plane_api_keys=["hunter2"]))
     assert len(problems) == 2 and not any("secret" in p.split(" ", 1)[1] or "hunter" in p for p in problems), problems
+
+
+# The messages molecule/default/tests/test_bad_input.py checks on a node (sglang_venv's preflight).
+@pytest.mark.parametrize("change, problems", [
+    ({"sglang_venv_packages": ["sglang"]}, ['unpinned package specs ["sglang"] (use name==version: a fleet must not drift)']),
+    # -e name=value gives a string; the spec reads it as a list split at commas.
+    ({"sglang_venv_packages": "sglang==0.5.23,torch"},
+     ['unpinned package specs ["torch"] (use name==version: a fleet must not drift)']),
+    ({"sglang_venv_constraints": ["torch>=2"], "sglang_venv_flashinfer_version": "0.7"}, [
+        'unpinned package specs ["torch>=2"] (use name==version: a fleet must not drift)',
+        'sglang_venv_flashinfer_version "0.7" is not X.Y.Z']),
+    ({"sglang_venv_flashinfer_version": ""}, []),  # the packages' own pin
+    ({"sglang_venv_index_url": "htps:/pypi.example", "sglang_venv_extra_index_urls": ["http://m:8080/simple", "ftp://x"]},
+     ['malformed index URLs ["htps:/pypi.example", "ftp://x"] (want http(s)://host[:port]/path or file:///path)']),
+    ({"sglang_venv_index_url": ""}, []),
+    ({"sglang_venv_keep": 0}, ["sglang_venv_keep must be >= 1 (got 0): the venv in service is always kept"]),
+    ({"sglang_venv_keep": "two"}, ["sglang_venv_keep must be >= 1 (got two): the venv in service is always kept"]),
+    ({"sglang_venv_base_dir": "/opt", "sglang_venv_ca_bundle": "ca.pem", "sglang_venv_switch": "maybe"}, [
+        "sglang_venv_base_dir is /opt, a directory the system shares; the roles would take it over (owner, group, "
+        "mode). Use a directory of its own, e.g. /opt/sglang",
+        "sglang_venv_ca_bundle must be an absolute path (start with /), got 'ca.pem'",
+        "sglang_venv_switch: 'maybe' is not a boolean (use true or false)"]),
+])
+def test_sglang_venv(change, problems):
+    assert rc.sglang_venv_problems(dict(VENV, **change)) == problems
+
+
+@pytest.mark.parametrize("change, problems", [
+    ({"sglang_node_gpus": {"present": True, "compute_capabilities": ["12.1"]}}, [
+        "flashinfer_cuda_archs 12.0 does not match the GPUs found on this host (compute capability 12.1); fix the "
+        "inventory or leave flashinfer_cuda_archs unset to use the GPUs"]),
+    ({"flashinfer_cuda_home": ""}, []),  # the cuda_toolkit role's fact, not known yet
+    ({"flashinfer_cuda_home": "cuda", "flashinfer_patch": "sometimes"}, [
+        "flashinfer_cuda_home must be an absolute path (start with /), got 'cuda'",
+        "flashinfer_patch: 'sometimes' is not a boolean (use true or false)"]),
+    ({"flashinfer_env_file": "/etc/default/f"}, [
+        "flashinfer_env_file is /etc/default/f, a file in /etc/default: the role owns and re-groups its env "
+        "file's directory, and /etc/default is not its own; put the file in a directory of its own, e.g. /etc/sglang/f"]),
+])
+def test_flashinfer(change, problems):
+    assert rc.flashinfer_problems(dict(FLASHINFER, **change)) == problems
+
+
+@pytest.mark.parametrize("change, problems", [
+    ({"kernel_cache_dir": "/var/lib/sglang/../cache"},
+     ["kernel_cache_dir must be normalised, without . or .. components, got '/var/lib/sglang/../cache'"]),
+    ({"kernel_cache_dir": "/tmp/kernels"},
+     ["kernel_cache_dir is /tmp/kernels, under /tmp/ (not kept on disk, or cleared); use a directory of its own"]),
+    ({"kernel_cache_store_dir": "", "kernel_cache_venv": "", "kernel_cache_cuda_home": "", "kernel_cache_venv_id": ""}, []),
+    ({"kernel_cache_store_dir": "kernels"}, ["kernel_cache_store_dir must be an absolute path (start with /), got 'kernels'"]),
+    ({"kernel_cache_venv_id": "../x"},
+     ['kernel_cache_venv_id must be a plain directory name (the venv id, a workspace in kernel_cache_dir), got "../x"']),
+])
+def test_kernel_cache(change, problems):
+    assert rc.kernel_cache_problems(dict(KERNEL_CACHE, **change)) == problems
