@@ -20,24 +20,23 @@ run() {
   mkdir -p "$work/$collection"
   git ls-files -z --cached --others --exclude-standard \
     | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$work/$collection" -xf -
+  # mutmut runs the tests in .cache/mutation/mutants, where it copies only source_paths and also_copy:
+  # copy the whole collection (ansible.cfg, plugins/action/, molecule/, ...), so that the tests see
+  # the checkout they see outside. tests/unit/playbooks is left out: those tests drive
+  # ansible-playbook and the real gateway in processes of their own, where mutmut records no test
+  # for a mutant, so it would never run them against one (CI runs them).
   cat > "$work/setup.cfg" <<EOF
 [mutmut]
 source_paths=
-    $collection/plugins/module_utils/
-    $collection/plugins/filter/
+    $collection/plugins/
 pytest_add_cli_args_test_selection=
     $collection/tests/unit/
 pytest_add_cli_args=
     -p
     no:cacheprovider
+    --ignore=$collection/tests/unit/playbooks
 also_copy=
-    $collection/plugins/modules/
-    $collection/plugins/lookup/
-    $collection/roles/
-    $collection/scripts/
-    $collection/meta/
-    $collection/galaxy.yml
-    $collection/tests/
+    $collection/
 EOF
   (cd "$work" && mutmut run --max-children "${BSG_MUTATION_JOBS:-$(nproc)}" > "$work/run.log" 2>&1) || {
     tr '\r' '\n' < "$work/run.log" | tail -n 30 >&2

@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -62,6 +63,8 @@ def test_environment_leaves_out_what_changes_on_every_connection():
 def test_code_signature_changes_with_the_source(tmp_path, monkeypatch):
     (tmp_path / "checkmod.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    # Not the checkmod of an earlier run of this test in this process (mutmut runs the tests twice in one).
+    monkeypatch.delitem(sys.modules, "checkmod", raising=False)
     import checkmod
     first = verified.code_signature(checkmod)
     assert first == verified.code_signature(checkmod)
