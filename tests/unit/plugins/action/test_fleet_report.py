@@ -153,3 +153,23 @@ def test_in_process_a_directory_that_cannot_be_written_names_it_and_the_setting(
     assert result["failed"] is True and set(result) == {"failed", "msg"}
     assert result["msg"].startswith("fleet_report: cannot write the report in %s on the controller: " % (tmp_path / "file" / "r"))
     assert result["msg"].endswith(". Set rollout_report_dir to a directory you can write.")
+
+
+def test_in_process_the_run_id_is_utc_whatever_the_local_zone_and_no_warning_is_shown(tmp_path, monkeypatch):
+    import datetime
+    import time
+
+    from ansible.plugins import action as action_base
+
+    warnings = []
+    monkeypatch.setattr(action_base.display, "warning", lambda msg, *a, **k: warnings.append(msg))
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30, no daylight saving
+    time.tzset()
+    try:
+        result = action(tmp_path, dir=str(tmp_path), hosts=["a"])
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    assert abs((now - datetime.datetime.strptime(result["run_id"], "%Y%m%dT%H%M%SZ")).total_seconds()) < 60
+    assert warnings == []

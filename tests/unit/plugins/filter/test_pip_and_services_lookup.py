@@ -46,3 +46,9 @@ def test_lookup_lists_the_services_the_filters_know():
 def test_lookup_takes_no_terms():
     with pytest.raises(AnsibleLookupError, match="takes no terms"):
         LookupModule().run(["eagle3"])
+
+
+def test_lookup_takes_no_terms():
+    with pytest.raises(AnsibleLookupError) as error:
+        LookupModule().run(["eagle3"])
+    assert str(error.value) == "blackwell.sglang.sglang_services takes no terms, got ['eagle3']"

@@ -384,3 +384,27 @@ def test_a_port_another_service_listens_on_is_refused_and_the_service_users_own_
     [problem] = f.sglang_services_port_problems(endpoints(dflash=30001), texts, "sglang", "")
     assert "uid 999 listens on it, not sglang's (that user does not exist yet)" in problem
     assert f.sglang_services_port_problems({}, texts, "sglang", None) == []
+
+
+def test_a_service_without_a_host_or_with_an_empty_one_is_reached_on_the_loopback():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import sglang_services_endpoints
+    assert sglang_services_endpoints({"eagle3": {"port": 30000}, "dflash": {"host": "", "port": 30001},
+                                      "autoregressive": {"host": None, "port": 30002}},
+                                     ["eagle3", "dflash", "autoregressive"]) == endpoints(
+        eagle3=30000, dflash=30001, autoregressive=30002)
+
+
+def test_tcp_listeners_takes_the_shortest_socket_line_and_reads_on_after_a_bad_one():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import tcp_listeners
+    text = ("   0: 00000000:ZZZZ 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0\n"
+            "   1: 00000000:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999\n")
+    assert tcp_listeners([text]) == [{"port": 30000, "uid": 999}]
+
+
+def test_a_port_held_by_other_owners_names_them_all_in_one_sentence():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import port_taken_problems
+    listeners = [{"port": 30000, "uid": 0}, {"port": 30000, "uid": 1000}, {"port": 30000, "uid": 999}]
+    assert port_taken_problems(endpoints(eagle3=30000), listeners, "sglang", 999) == [
+        "port 30000 of the eagle3 service is already in use on this host: a socket of uid 0, 1000 listens on it, not "
+        "sglang's (another service; `ss -ltnp 'sport = :30000'` names it); stop that service or give eagle3 "
+        "another port (sglang_services_common.port or sglang_services_eagle3.port)"]

@@ -149,9 +149,9 @@ def test_the_filters_wrap_the_functions_and_name_themselves_in_errors():
     assert filters["gateway_missing_workers"] is f.gateway_missing_workers
     assert ids(f.gateway_workers_of(DP_AWARE, ["http://127.0.0.1:39103"])) == ["01a242d0-7093", "01a242d0-defb"]
     assert f.gateway_missing_workers(["http://127.0.0.1:39103/"], DP_AWARE) == []
-    with pytest.raises(AnsibleFilterError, match="gateway_workers_of: 'node:1' is not an absolute"):
+    with pytest.raises(AnsibleFilterError, match="^gateway_workers_of: 'node:1' is not an absolute"):
         f.gateway_workers_of([], ["node:1"])
-    with pytest.raises(AnsibleFilterError, match="gateway_missing_workers: 'node:1' is not an absolute"):
+    with pytest.raises(AnsibleFilterError, match="^gateway_missing_workers: 'node:1' is not an absolute"):
         f.gateway_missing_workers(["node:1"], [])
 
 
@@ -169,3 +169,23 @@ def test_each_name_is_resolved_once_per_lookup():
     urls = ["http://fleet-node-1:30000", "http://10.0.0.12:30000", "http://fleet-node-1:30000/"]
     assert g.missing_workers(urls, entries, resolve=resolve) == ["http://fleet-node-1:30000", "http://fleet-node-1:30000/"]
     assert sorted(asked) == ["fleet-node-1", "fleet-node-2", "gone"]
+
+
+def test_two_names_of_one_address_are_the_same_worker_when_resolved():
+    resolve = table({"node-a": ["10.0.0.1"], "node-a.lab": ["10.0.0.1"]})
+    assert g.same_worker("http://node-a:30000", "http://node-a.lab:30000", resolve=resolve)
+    assert not g.same_worker("http://node-a:30000", "http://node-a.lab:30000", resolve=None)
+
+
+def test_an_entry_is_known_by_its_data_parallel_base_url_first():
+    assert g.entry_url({"url": "http://10.0.0.1:30000@1", "dp_base_url": "http://10.0.0.1:30000"}) == "http://10.0.0.1:30000"
+    assert g.entry_url({"url": "http://10.0.0.1:30000"}) == "http://10.0.0.1:30000"
+    assert g.entry_url({"id": "u-1"}) == ""
+
+
+@pytest.mark.parametrize("address, url", [
+    ("fd00::5", "http://[fd00::5]:30000"), ("[fd00::5]", "http://[fd00::5]:30000"), (" 10.0.0.1 ", "http://10.0.0.1:30000"),
+    ("node-1", "http://node-1:30000"), ("[node-1", "http://[node-1:30000"), ("fd00::5]", "http://fd00::5]:30000"),
+])
+def test_worker_url_brackets_an_ipv6_literal_once(address, url):
+    assert g.worker_url(address, "30000") == url

@@ -218,3 +218,83 @@ def test_nccl_p2p_outcome(mode, with_p2p, without_p2p, disable, failed):
 @pytest.mark.parametrize("mode,bad", [("auto", False), ("on", False), ("off", False), ("yes", True), (True, True)])
 def test_nccl_p2p_mode(mode, bad):
     assert (gpu_compat.nccl_p2p_problem(mode) is not None) is bad
+
+
+def test_torch_messages_name_the_build_and_what_to_install():
+    cpu = ["torch in the SGLang venv has no CUDA (torch.version.cuda is None: a CPU build); install a "
+           "CUDA 13 build (sglang_venv_packages, sglang_venv_index_url)"]
+    # The probe prints torch.version.cuda: None, or the string "None" once it went through a template.
+    assert gpu_compat.torch_cuda_problems(None, "13.0.2") == gpu_compat.torch_cuda_problems("None", "13.0.2") == cpu
+    assert gpu_compat.torch_cuda_problems("", "13.0.2") == cpu
+    assert gpu_compat.torch_cuda_problems("12.8", "13.0.2") == [
+        "torch in the SGLang venv is built for CUDA 12.8 but the toolkit is 13.0.2: FlashInfer's kernels, built "
+        "with the toolkit, load into torch's CUDA 12 runtime. Install torch for CUDA 13 (e.g. "
+        "sglang_venv_index_url https://download.pytorch.org/whl/cu130) or set cuda_toolkit_version to a 12.x release"]
+
+
+def test_driver_warnings_are_the_warnings_of_driver_problems():
+    for driver, toolkit in (("580.65.06", "13.0.2"), ("580.95.05", "13.0.2"), ("525.60.12", "12.8.1")):
+        assert gpu_compat.driver_warnings(driver, toolkit) == gpu_compat.driver_problems(driver, toolkit)[1]
+    assert gpu_compat.driver_warnings("580.65.06", "13.0.2")  # older than the release's own driver: a warning
+
+
+def test_a_backend_support_list_may_hold_blanks_but_not_a_bare_string():
+    assert backends(attention_backend="fa3", attention_backend_support={"fa3": ["12.0", " "]}) == []
+    # A bare string is refused by name, and read as that one capability (no second problem for fa3 itself).
+    assert backends(attention_backend="fa3", attention_backend_support={"fa3": "12.0"}) == [
+        "sglang_services_autoregressive: attention_backend_support fa3 must list compute capabilities like "
+        "\"12.0\", got '12.0'"]
+
+
+def test_driver_messages_in_full():
+    floor = gpu_compat.MINOR_COMPAT_DRIVER[13]
+    assert gpu_compat.driver_problems(None, "13.0.2") == ([
+        "the NVIDIA driver version None could not be read (nvidia-smi); the toolkit 13.0.2 needs a driver >= %s" % floor], [])
+    assert gpu_compat.driver_problems("n/a", "9.2")[0] == [
+        "the NVIDIA driver version 'n/a' could not be read (nvidia-smi); the toolkit 9.2 needs a driver >= ?"]
+    assert gpu_compat.driver_problems("580.95.05", "11.8.0")[0] == [
+        "CUDA toolkit 11.8.0: no driver minimum known for CUDA 11.x (%s); use a 12.x or 13.x toolkit" % gpu_compat.DRIVER_TABLE_SOURCE]
+    assert gpu_compat.driver_problems("580.65.06", "13.0.2")[1] == [
+        "NVIDIA driver 580.65.06 is older than 580.95.05, the driver of CUDA toolkit 13.0.2: it runs through CUDA minor "
+        "version compatibility (cubins for the exact targets load; PTX JIT and features of the newer driver do not; %s)"
+        % gpu_compat.MINOR_COMPAT_SOURCE]
+
+
+def test_the_proprietary_module_message_in_full():
+    assert gpu_compat.kernel_module_problems("proprietary", ["12.0", "10.3"]) == [
+        "the proprietary NVIDIA kernel module is loaded, but Blackwell GPUs (compute capability 10.3, 12.0) need the "
+        "open kernel modules (%s). Install the driver's open flavour (e.g. nvidia-open, or the .run "
+        "installer with -m=kernel-open) and reboot" % gpu_compat.OPEN_MODULES_SOURCE]
+
+
+@pytest.mark.parametrize("service,count,message", [
+    (settings(tp_size=8), 4, "needs 8 GPUs (tp_size 8 x pp_size 1) but has 4 (all of this host's GPUs)"),
+    ({"tp_size": 4}, 2, "needs 4 GPUs (tp_size 4 x pp_size 1) but has 2 (all of this host's GPUs)"),
+    ({"pp_size": 4}, 2, "needs 4 GPUs (tp_size 1 x pp_size 4) but has 2 (all of this host's GPUs)"),
+    (settings(tp_size=2, cuda_visible_devices=[0]), 8, "needs 2 GPUs (tp_size 2 x pp_size 1) but has 1 (cuda_visible_devices [0])"),
+    (settings(tp_size=2, extra_args={"data-parallel-size": 2}), 2,
+     "needs 4 GPUs (tp_size 2 x pp_size 1 x dp-size 2) but has 2 (all of this host's GPUs)"),
+    (settings(cuda_visible_devices=[2, 3]), 3, "cuda_visible_devices names GPU 3, but this host has 3 GPU(s) (indices 0-2)"),
+])
+def test_gpu_count_messages_in_full(service, count, message):
+    assert gpu_compat.gpu_count_problems({"eagle3": service}, ["eagle3"], count) == ["sglang_services_eagle3: " + message]
+
+
+@pytest.mark.parametrize("on", [True, "true", "yes", "on", "1", "YES"])
+def test_dp_attention_keeps_dp_within_tp_however_it_is_spelled(on):
+    assert gpu_compat.gpu_count_problems({"eagle3": settings(tp_size=2, enable_dp_attention=on, extra_args={"dp-size": 2})},
+                                         ["eagle3"], 2) == []
+
+
+def test_a_service_with_bad_devices_does_not_hide_the_next_one():
+    assert gpu_compat.gpu_count_problems({"eagle3": settings(cuda_visible_devices="x"), "dflash": settings(tp_size=4)},
+                                         ["eagle3", "dflash"], 2) == [
+        "sglang_services_dflash: needs 4 GPUs (tp_size 4 x pp_size 1) but has 2 (all of this host's GPUs)"]
+
+
+@pytest.mark.parametrize("key, value, found", [
+    ("dp-size", 2, "2"), ("--dp-size", 2, "2"), ("dp_size", "2", "2"), ("dp-size-", 2, None), ("Xdp-size", 2, None),
+    ("dp-size", "", None), ("dp-size", None, None), ("dp-size", True, None), ("dp-size", False, None),
+])
+def test_a_flag_is_found_in_extra_args_in_any_spelling_with_a_value(key, value, found):
+    assert gpu_compat._flag_value({"extra_args": {key: value}}, "dp-size") == found

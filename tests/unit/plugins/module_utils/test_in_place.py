@@ -47,7 +47,8 @@ def test_modes_compare_as_numbers(mode):
 
 
 def test_bad_input_is_a_clear_error():
-    with pytest.raises(InPlaceError, match="has no checksum"):
+    with pytest.raises(InPlaceError, match="^each wanted file needs path, checksum, owner, group and mode; .* has no checksum"):
         stale_paths([{"path": "/x", "owner": "root", "group": "root", "mode": "0644"}], [])
-    with pytest.raises(AnsibleFilterError, match="mode of /etc/sglang/flashinfer.env must be an octal string"):
+    with pytest.raises(AnsibleFilterError, match="^mode of /etc/sglang/flashinfer.env must be an octal string such as '0644'") as error:
         files_stale([dict(WANTED, mode="rw-r--r--")], found())
+    assert str(error.value).startswith("mode of /etc/sglang/flashinfer.env")  # the sentence itself, first

@@ -625,3 +625,10 @@ def test_rewrite_deps_mtime_refuses(tmp_path, data, message):
 def test_settle_needs_build_ninja(tmp_path):
     with pytest.raises(kc.KernelCacheError, match="has no build.ninja: it will be built locally"):
         kc.settle_ninja(str(tmp_path), NINJA, 1)
+
+
+def test_a_failed_ninja_is_told_by_its_last_line_of_output_or_its_exit_status():
+    done = subprocess.CompletedProcess(["ninja"], 1, stdout="first\nlast of stdout\n\n", stderr="ninja: error: x\n  \n")
+    assert kc._last_line(done) == "last of stdout"
+    assert kc._last_line(subprocess.CompletedProcess(["ninja"], 1, stdout="", stderr="ninja: error: x\n")) == "ninja: error: x"
+    assert kc._last_line(subprocess.CompletedProcess(["ninja"], 2, stdout=" \n", stderr="")) == "exit status 2"

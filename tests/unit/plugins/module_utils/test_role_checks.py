@@ -109,6 +109,8 @@ def test_the_filters_are_these_functions():
      ['sglang_node_venv_env_name must be a plain file name (it lives in each venv), got ".env"']),
     ({"sglang_node_venv_stamp_dir": ".."},
      ['sglang_node_venv_stamp_dir must be a plain directory name (it lives in each venv), got ".."']),
+    ({"sglang_node_venv_stamp_dir": "."},
+     ['sglang_node_venv_stamp_dir must be a plain directory name (it lives in each venv), got "."']),
     ({"sglang_node_venv_stamp_dir": "a b"},
      ['sglang_node_venv_stamp_dir must be a plain directory name (it lives in each venv), got "a b"']),
     ({"sglang_node_home": "/etc", "sglang_node_venv_env_name": ""}, [
@@ -141,6 +143,9 @@ def test_sglang_node(change, problems):
      ["cuda_toolkit_env_file must not end with / (got '/etc/cuda.env/'); write '/etc/cuda.env'"]),
     ({"cuda_toolkit_apt_hold": "perhaps"}, ["cuda_toolkit_apt_hold: 'perhaps' is not a boolean (use true or false)"]),
     ({"cuda_toolkit_apt_hold": "yes"}, []),
+    ({"cuda_toolkit_target_archs": ["bogus"]}, [
+        "cuda_toolkit_target_archs (by default sglang_node_gpu_archs): target arch 'bogus' is not of the form M.m "
+        "(e.g. '12.0' for RTX PRO 6000, '10.3' for B300)"]),
 ])
 def test_cuda_toolkit(change, problems):
     assert rc.cuda_toolkit_problems(dict(CUDA, **change)) == problems
@@ -182,6 +187,9 @@ def test_cuda_toolkit_reports_every_problem_in_order():
         "sglang_services_flashinfer_env_file must be an absolute path (start with /), got 'f.env'"]),
     ({"sglang_services_start_without_gpus": "maybe"},
      ["sglang_services_start_without_gpus: 'maybe' is not a boolean (use true or false)"]),
+    ({"sglang_services_lib_dir": "/usr"}, [
+        "sglang_services_lib_dir is /usr, a directory the system shares; the roles would take it over (owner, group, "
+        "mode). Use a directory of its own, e.g. /usr/sglang"]),
 ])
 def test_sglang_services_input(change, problems):
     assert rc.sglang_services_input_problems(dict(SERVICES_INPUT, **change)) == problems
@@ -276,6 +284,12 @@ def test_sglang_gateway_never_shows_a_key():
         "mode). Use a directory of its own, e.g. /opt/sglang",
         "sglang_venv_ca_bundle must be an absolute path (start with /), got 'ca.pem'",
         "sglang_venv_switch: 'maybe' is not a boolean (use true or false)"]),
+    ({"sglang_venv_python": "python3", "sglang_venv_keep": 1},
+     ["sglang_venv_python must be an absolute path (start with /), got 'python3'"]),
+    # The FlashInfer version becomes a spec of its own, checked with the others.
+    ({"sglang_venv_flashinfer_version": ">=0.7"}, [
+        'unpinned package specs ["flashinfer-python==>=0.7"] (use name==version: a fleet must not drift)',
+        'sglang_venv_flashinfer_version ">=0.7" is not X.Y.Z']),
 ])
 def test_sglang_venv(change, problems):
     assert rc.sglang_venv_problems(dict(VENV, **change)) == problems
@@ -292,6 +306,7 @@ def test_sglang_venv(change, problems):
     ({"flashinfer_env_file": "/etc/default/f"}, [
         "flashinfer_env_file is /etc/default/f, a file in /etc/default: the role owns and re-groups its env "
         "file's directory, and /etc/default is not its own; put the file in a directory of its own, e.g. /etc/sglang/f"]),
+    ({"flashinfer_venv": "venv"}, ["flashinfer_venv must be an absolute path (start with /), got 'venv'"]),
 ])
 def test_flashinfer(change, problems):
     assert rc.flashinfer_problems(dict(FLASHINFER, **change)) == problems
@@ -306,6 +321,10 @@ def test_flashinfer(change, problems):
     ({"kernel_cache_store_dir": "kernels"}, ["kernel_cache_store_dir must be an absolute path (start with /), got 'kernels'"]),
     ({"kernel_cache_venv_id": "../x"},
      ['kernel_cache_venv_id must be a plain directory name (the venv id, a workspace in kernel_cache_dir), got "../x"']),
+    ({"kernel_cache_venv": "v", "kernel_cache_cuda_home": "c", "kernel_cache_flashinfer_env_file": "/etc/x.env/"}, [
+        "kernel_cache_venv must be an absolute path (start with /), got 'v'",
+        "kernel_cache_cuda_home must be an absolute path (start with /), got 'c'",
+        "kernel_cache_flashinfer_env_file must not end with / (got '/etc/x.env/'); write '/etc/x.env'"]),
 ])
 def test_kernel_cache(change, problems):
     assert rc.kernel_cache_problems(dict(KERNEL_CACHE, **change)) == problems

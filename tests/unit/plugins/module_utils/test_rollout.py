@@ -34,6 +34,9 @@ def test_good_settings_have_no_problems():
     assert r.rollout_problems(GOOD) == []
     assert r.rollout_problems(dict(GOOD, drain="sglang_router", router_url="http://router:30000")) == []
     assert r.rollout_problems(dict(GOOD, drain="/etc/drain.yml", drain_file={"exists": True, "isreg": True})) == []
+    assert r.rollout_problems(dict(GOOD, drain="sglang_gateway", gateway_hosts=["gw-1"])) == []
+    # One second is enough for each timeout; the gateway's may be left out (120 s).
+    assert r.rollout_problems(dict(GOOD, drain_timeout=1, smoke_timeout="1", gateway_timeout=1)) == []
     # A report directory not there yet: its parent's stat is given, writable.
     assert r.rollout_problems(dict(GOOD, report_dir_stat={"exists": True, "isdir": True, "writeable": True})) == []
 
@@ -45,10 +48,13 @@ def test_good_settings_have_no_problems():
     ({"drain": "/etc/drain.yml"}, "rollout_drain: the tasks file /etc/drain.yml does not exist on the controller"),
     ({"drain": "/etc", "drain_file": {"exists": True, "isreg": False}}, "rollout_drain: /etc is not a file"),
     ({"drain": "sglang_router"}, "rollout_drain=sglang_router needs rollout_router_url, the gateway's absolute base URL (http://gateway:30000), not ''"),
-    ({"drain": "sglang_router", "router_url": "router:30000"}, "needs rollout_router_url"),
-    ({"drain": "sglang_router", "router_url": "ftp://router:30000"}, "needs rollout_router_url"),
-    ({"drain": "sglang_router", "router_url": "http://router:30000/v1"}, "needs rollout_router_url"),
-    ({"drain": "sglang_gateway", "gateway_hosts": []}, "rollout_drain=sglang_gateway needs a host in the inventory group sglang_gateway"),
+    ({"drain": "sglang_router", "router_url": "router:30000"}, "rollout_drain=sglang_router needs rollout_router_url"),
+    ({"drain": "sglang_router", "router_url": "ftp://router:30000"}, "rollout_drain=sglang_router needs rollout_router_url"),
+    ({"drain": "sglang_router", "router_url": "http://router:30000/v1"}, "rollout_drain=sglang_router needs rollout_router_url"),
+    ({"drain": "sglang_gateway", "gateway_hosts": []}, "rollout_drain=sglang_gateway needs a host in the inventory group sglang_gateway "
+                                                       "(the sglang_gateway role runs the gateway there)"),
+    ({"drain_timeout": "soon"}, "rollout_drain_timeout must be a whole number of seconds >= 1, not 'soon'"),
+    ({"drain_timeout": None}, "rollout_drain_timeout must be a whole number of seconds >= 1, not None"),
     ({"gateway_timeout": 0}, "rollout_gateway_timeout must be a whole number of seconds >= 1, not 0"),
     ({"drain_timeout": 0}, "rollout_drain_timeout must be a whole number of seconds >= 1, not 0"),
     ({"smoke_timeout": "-5"}, "rollout_smoke_timeout must be a whole number of seconds >= 1, not '-5'"),
@@ -58,10 +64,14 @@ def test_good_settings_have_no_problems():
      "rollout_report_dir: /root/.cache/reports on the controller is not a directory"),
     ({"report_dir_stat": {"exists": True, "isdir": True, "writeable": False, "path": "/srv"}},
      "rollout_report_dir: /srv on the controller is not writable by the controller user"),
+    # A stat without its path: the setting names the directory.
+    ({"report_dir_stat": {"exists": True, "isdir": False}}, "rollout_report_dir: /root/.cache/reports on the controller is not a directory"),
+    ({"report_dir_stat": {"exists": True, "isdir": True, "writeable": False}},
+     "rollout_report_dir: /root/.cache/reports on the controller is not writable by the controller user"),
 ])
 def test_each_bad_setting_is_named(over, message):
     [problem] = r.rollout_problems(dict(GOOD, **over))
-    assert message in problem
+    assert problem.startswith(message)
 
 
 def test_every_problem_at_once():
@@ -235,8 +245,9 @@ def test_the_calls_of_a_drain_step_are_made_at_each_gateway_that_answered():
         r.gateway_calls(answers, [W1], "add")
     from ansible.errors import AnsibleFilterError
     from ansible_collections.blackwell.sglang.plugins.filter.rollout import gateway_calls
-    with pytest.raises(AnsibleFilterError, match="gateway_calls: "):
+    with pytest.raises(AnsibleFilterError, match="^gateway_calls: "):
         gateway_calls(answers, ["not a url"], "remove")
+    assert gateway_calls(answers, [W1, W2], "register") == [{"host": "gw-2", "gateway": "http://127.0.0.1:30081", "url": W2}]
 
 
 def test_a_registration_is_known_by_its_worker_id_and_pending_while_the_gateway_says_so():
@@ -298,3 +309,106 @@ def test_the_drain_sends_the_gateway_its_admin_key():
     assert gateway_admin_key({"sglang_gateway_api_key": "k", "sglang_gateway_control_plane_api_keys": [
         "r:Reader:user:u1", "a:Ops:admin:a:with:colons"]}) == "a:with:colons"
     assert gateway_admin_key({}) == ""
+
+
+def test_a_skipped_gateway_is_passed_over_and_the_next_one_still_read():
+    # A loop result skipped (a gateway without a URL) comes first; the one after it still counts.
+    call = {"host": "gw-1", "gateway": "http://127.0.0.1:30080", "url": W1}
+    assert r.registrations([{"skipped": True}, {"status": 500, "json": "text"},
+                            {"json": {"worker_id": 9}, "item": call}]) == [dict(call, id="9")]
+    assert r.pending_registrations([{"skipped": True}, {"status": 200, "json": "text", "item": call},
+                                    {"status": 200, "json": {"status": "pending"}, "item": call}]) == [call]
+    healthy = {"url": W1, "is_healthy": True, "status": "ready"}
+    assert r.undrain_problems([{"skipped": True}, workers(healthy)], [W1], 60) == []
+    assert r.undrain_problems([{"skipped": True}, workers()], [W1], 60) == [
+        "gateway gw-1 (http://127.0.0.1:30080): http://10.0.0.1:30000 not listed after 60 s"]
+
+
+def test_a_worker_is_healthy_only_when_is_healthy_is_true_and_its_status_ready_or_absent():
+    assert r.unhealthy_workers([W1], [{"url": W1, "is_healthy": True}]) == {}
+    assert r.unhealthy_workers([W1], [{"url": W1, "is_healthy": True, "status": "pending"}]) == {
+        W1: "listed but not healthy (http://10.0.0.1:30000: is_healthy True, status pending)"}
+    # Every URL is looked at, after one not listed; every bad rank is named.
+    assert r.unhealthy_workers([W2, W1], [{"url": W1 + "@0", "dp_base_url": W1, "is_healthy": False},
+                                          {"url": W1 + "@1", "dp_base_url": W1, "is_healthy": 1, "status": "ready"}]) == {
+        W2: "not listed",
+        W1: "listed but not healthy (http://10.0.0.1:30000@0: is_healthy False, status None, "
+            "http://10.0.0.1:30000@1: is_healthy 1, status ready)"}
+
+
+def test_every_server_is_read_after_a_skipped_refused_or_unread_one():
+    busy = loads(body={"loads": [{"num_running_reqs": 2, "num_waiting_reqs": 0}]}, key="dflash")
+    refused = {"status": -1, "msg": "Request failed: <urlopen error [Errno 111] Connection refused>",
+               "item": {"key": "eagle3", "value": {"url": "http://127.0.0.1:30001"}}}
+    still = "http://127.0.0.1:30000/v1/loads still has 2 running and 0 waiting requests after 300 s (rollout_drain_timeout)"
+    assert r.drain_load_problems([{"skipped": True}, busy], 300) == [still]
+    assert r.drain_load_problems([refused, busy], 300) == [still]
+    assert r.drain_load_problems([loads(404), busy], 300, require=False) == [still]
+    # Only waiting requests hold the restart too.
+    assert r.drain_load_problems([loads(body={"loads": [{"num_running_reqs": 0, "num_waiting_reqs": 1}]})], 300) == [
+        "http://127.0.0.1:30000/v1/loads still has 0 running and 1 waiting requests after 300 s (rollout_drain_timeout)"]
+
+
+def test_an_answer_without_a_service_name_or_a_status_is_still_worded():
+    nameless = {"json": {"error": "x"}, "item": {"value": {"url": "http://127.0.0.1:30000"}}}
+    assert r.drain_load_problems([nameless], 300) == [
+        "cannot tell what the service has in flight: http://127.0.0.1:30000/v1/loads answered HTTP ?; set "
+        "rollout_drain_require_loads=false to restart without that figure"]
+
+
+def test_every_gateway_is_read_after_a_skipped_or_unread_one_and_every_spelling_left_is_named():
+    unread = {"status": 401, "msg": "Status code was 401", "item": GW}
+    left = workers({"url": W1 + "@1", "dp_base_url": W1}, {"url": W1 + "@0", "dp_base_url": W1})
+    assert r.drain_gone_problems([{"skipped": True}, unread, left], [W1], 120) == [
+        "gateway gw-1 (http://127.0.0.1:30080) answered GET /workers with HTTP 401: Status code was 401",
+        "gateway gw-1 (http://127.0.0.1:30080) still lists http://10.0.0.1:30000@0, http://10.0.0.1:30000@1 after 120 s; "
+        "the service was not restarted"]
+
+
+def test_a_gateway_host_without_its_facts_has_an_empty_url_and_manifest():
+    assert r.rollout_gateways("sglang_gateway", "", ["gw-9"], {}) == [{"host": "gw-9", "url": "", "manifest": ""}]
+
+
+def test_a_row_of_a_host_never_reached_and_of_odd_facts_in_full():
+    assert r.fleet_report_row("gone", {}) == {
+        "host": "gone", "group": "", "gpus": "none", "driver": "", "cuda": "", "flashinfer": "? (?)", "venv_before": "",
+        "venv_staged": "", "venv_now": "", "venv": "", "sglang": "", "cache": "", "service": "none", "validation": "not run",
+        "health": "not checked", "batch": "", "seconds": "", "result": "not reached", "reason": ""}
+    row = r.fleet_report_row("x", {"venv_before": "/v/aaaa", "venv_now": "", "targets": ["12.0f", "10.3a"],
+                                   "endpoints": {"eagle3": {}, "dflash": {}}, "batch": "x", "seconds": "None"})
+    assert (row["venv"], row["flashinfer"], row["service"], row["batch"], row["seconds"]) == (
+        "aaaa -> none", "12.0f 10.3a (?)", "dflash, eagle3", "", "")
+    assert r.fleet_report_row("x", dict(FACTS, seconds="1.26"))["seconds"] == 1.3
+
+
+def test_markdown_of_rows_with_missing_cells_and_a_reason_on_two_lines():
+    assert r.fleet_report_markdown([r.fleet_report_row("a", {"result": "ok", "reason": "line1\nline2 | x"}), {"host": "b"},
+                                    {"host": "c", "result": "ok"}]) == (
+        "# Fleet report\n\n| host | group | GPUs | driver | CUDA | FlashInfer targets (fix) | venv (before -> now) | "
+        "SGLang (staged) | kernel cache | active service | GPU validation | health | batch | seconds | result |\n"
+        "|" + " --- |" * 15 + "\n"
+        "| a |  | none |  |  | ? (?) |  |  |  | none | not run | not checked |  |  | ok |\n"
+        "| b |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n"
+        "| c |  |  |  |  |  |  |  |  |  |  |  |  |  | ok |\n"
+        "\n- a: line1 line2 \\| x\n\nok 2\n")
+
+
+def test_the_report_files_are_readable_json_and_a_directory_of_mode_0755(tmp_path):
+    old = os.umask(0)
+    try:
+        document, _markdown, files = r.write_fleet_report(str(tmp_path / "r"), "r1", "T", [("b", {}), ("a", {})])
+    finally:
+        os.umask(old)
+    assert oct(os.stat(str(tmp_path / "r")).st_mode & 0o777) == "0o755"
+    text = open(files[0]).read()
+    assert text.startswith('{\n    "play": "T",\n    "rows": [\n        {\n            "batch": "",') and text.endswith("}\n")
+    assert json.loads(text) == document
+
+
+def test_a_write_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def refuse(_src, _dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError, match="No space left"):
+        r.write_fleet_report(str(tmp_path), "r1", "T", [("a", {})])
+    assert os.listdir(str(tmp_path)) == []

@@ -134,3 +134,13 @@ def test_record_paths_read_quoted_names_as_csv(tmp_path):
     data = b'pkg/a.py,sha256=x,1\n"pkg/a,b.py",sha256=y,2\n../bin/tool,,\n\n'
     assert list(verified._record_paths(str(record), data)) == [
         str(tmp_path / "site" / "pkg" / "a.py"), str(tmp_path / "site" / "pkg" / "a,b.py"), str(tmp_path / "bin" / "tool")]
+
+
+def test_a_stamp_removed_is_gone_and_removing_it_again_is_no_error(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text("{}")
+    stamp = verified.Stamp(str(path))
+    stamp.remove()
+    assert not path.exists()
+    stamp.remove()
+    assert not path.exists()

@@ -116,3 +116,20 @@ def test_modes_do_not_depend_on_the_umask_and_a_wrong_mode_is_put_back(tmp_path,
     assert result["diff"][0]["before_header"] == "%s (mode 0600 -> 0644)" % launcher
     assert oct(os.stat(str(launcher)).st_mode & 0o777) == "0o644"
     assert run_module(capsys, {"path": str(lib)})["changed"] is False
+
+
+def test_an_os_error_is_one_line_with_what_to_change():
+    import errno
+
+    def error(number):
+        return OSError(number, os.strerror(number))
+
+    start = "flashinfer_prewarm_command: cannot write /usr/local/lib/x (%s): "
+    assert cmd.os_error_message("write", "/usr/local/lib/x", error(errno.EACCES)) == (
+        start % "Permission denied") + "run it as root (become: true) or set path to a directory this user can write"
+    assert cmd.os_error_message("write", "/usr/local/lib/x", error(errno.ENOSPC)) == (
+        start % "No space left on device") + "free space on that file system"
+    assert cmd.os_error_message("write", "/usr/local/lib/x", error(errno.EROFS)) == (
+        start % "Read-only file system") + "set path to a directory on a writable file system"
+    assert cmd.os_error_message("write", "/usr/local/lib/x", error(errno.ENOTDIR)) == (
+        start % "Not a directory") + "fix that path and run again"

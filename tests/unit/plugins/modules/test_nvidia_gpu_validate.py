@@ -97,6 +97,13 @@ def test_without_gpus_or_in_check_mode_nothing_runs(tmp_path, capsys, monkeypatc
     node = Node(tmp_path, monkeypatch)
     result = run(capsys, node.args(gpus=[]))
     assert (result["_rc"], result["status"], result["reason"]) == (0, "skipped", "no GPUs (nvidia-smi found none)")
+    # The same keys as a validation that ran (the role and the report read them), each empty.
+    expected = {
+        "changed": False, "status": "skipped", "reason": "no GPUs (nvidia-smi found none)",
+        "summary": "skipped: no GPUs (nvidia-smi found none)", "seconds": 0.0, "kernel": None, "flashinfer": None,
+        "nccl": [], "nccl_p2p_disable_services": [], "nccl_p2p_tested": []}
+    assert {key: result.get(key, "missing") for key in expected} == expected
+    assert set(result) - {"_rc", "invocation", "warnings"} == set(expected)
     result = run(capsys, node.args(), check_mode=True)
     assert (result["status"], result["reason"]) == ("skipped", "check mode: nothing runs on the GPUs")
     assert not node.nvcc_log.exists() and node.probes() == []
