@@ -5,7 +5,12 @@
 # tests drive the modules' fakes, run at about 30 a minute: hours in all (docs/figures.md). A run
 # stopped early (Ctrl-C) keeps its results: `report` scores the checked mutants and counts the rest.
 # BSG_MUTATION_JOBS sets mutmut's --max-children (default: the number of cores).
-#   ./scripts/mutation.sh              run mutmut, then report
+#   ./scripts/mutation.sh              run mutmut afresh, then report
+#   ./scripts/mutation.sh resume       go on with a stopped run (over several sittings): the checkout
+#                                      is copied again over its tree, and mutmut keeps the result of
+#                                      every mutant whose function is unchanged (its hash), checking
+#                                      only the rest (a survivor meets tests added since only in a
+#                                      fresh `run`)
 #   ./scripts/mutation.sh report       report the last run again
 #   ./scripts/mutation.sh show NAME    the diff of one mutant (a name from the report)
 # mutmut names a mutant by its module's import path, and the tests import the collection as
@@ -20,8 +25,9 @@ work="$BSG_ROOT/.cache/mutation"
 collection="ansible_collections/blackwell/sglang"
 
 run() {
-  rm -rf "$work"
+  [ "${1:-}" = resume ] || rm -rf "$work"
   mkdir -p "$work/$collection"
+  # tar keeps the files' mtimes: mutmut regenerates only the mutants of a source newer than them.
   git ls-files -z --cached --others --exclude-standard \
     | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$work/$collection" -xf -
   # mutmut runs the tests in .cache/mutation/mutants, where it copies only source_paths and also_copy:
@@ -85,7 +91,8 @@ PY
 
 case "${1:-run}" in
   run) run; report ;;
+  resume) run resume; report ;;
   report) report ;;
   show) (cd "$work" && mutmut show "ansible_collections.blackwell.sglang.${2#ansible_collections.blackwell.sglang.}") ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  *) sed -n '2,20p' "$0"; exit 2 ;;
 esac

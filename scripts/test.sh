@@ -4,9 +4,9 @@
 #                                            the gateway tests (the drain through the real smg, under load)
 #   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
 #   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
-#   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: the
-#                                               checks, b300 and fleet run in a second process
-#                                               beside default, then apt and wheelhouse)
+#   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: b300
+#                                               and fleet run in a second process beside the checks,
+#                                               default, apt, wheelhouse and the gateway tests)
 #   ./scripts/test.sh --clean                only remove what an interrupted run left (below)
 # Each run leaves a timestamped log, JUnit files and the disk samples in .cache/test-times/; at the
 # end scripts/ci-times.py prints the breakdown (minutes per step, Molecule action and test file;
@@ -75,8 +75,8 @@ sampler_pid=$!
 # one that an older Molecule prerun left there (the scenarios now set prerun: false).
 rm -rf "$HOME/.ansible/collections/ansible_collections/blackwell/sglang"
 
-# The checks that need no node. With a second lane (below) they run first in it, so that the
-# longest scenario (default) starts right after the bootstrap; otherwise first, here.
+# The checks that need no node: first in the main lane (the second, b300 then fleet, is the
+# longer one: it starts right after the bootstrap).
 checks() {
   step "yamllint"
   yamllint -s .
@@ -111,11 +111,13 @@ run_scenario() {
   PYTEST_ADDOPTS="--junitxml=$times/molecule-$1.xml" molecule test -s "$1"
 }
 # The scenarios in BSG_BESIDE (default b300 and fleet) run one after the other in a second process
-# beside the rest (default, then apt and wheelhouse), after the checks: most of a scenario's wall
-# time is Ansible's round trips to the nodes, which leave a core idle (one core busy on average with
-# one lane, measured). The lanes are planned for time and disk together: `default` (the longest)
-# starts right after the bootstrap, and no more than three nodes with an SGLang venv exist at once
-# (default's one beside b300's, then fleet's two; tests/README.md, "Disk").
+# beside the rest (the checks, default, apt, wheelhouse, the gateway tests): most of a scenario's
+# wall time is Ansible's round trips to the nodes, which leave a core idle (one core busy on average
+# with one lane, measured). The lanes are planned for time and disk together: the second (b300 and
+# fleet, the longer) starts right after the bootstrap, the first holds what is left (clean clone of
+# d3165df: the checks 3.5 min, default 20, apt 4, wheelhouse 2.5, the gateway tests 6 against b300
+# 16 and fleet 25), and no more than three nodes with an SGLang venv exist at once (default's one
+# beside b300's, then fleet's two; tests/README.md, "Disk").
 # Their output goes to .cache/test-times/beside.log and is printed at the end.
 beside="" main=""
 for scenario in $scenarios; do
@@ -135,14 +137,17 @@ disk_check "${lanes[@]}"
 if [ -n "$beside" ]; then
   (
     set -o pipefail
-    (set -e; checks; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 | stamp > "$times/beside.log"
+    (set -e; for scenario in $beside; do run_scenario "$scenario"; done) 2>&1 | stamp > "$times/beside.log"
   ) &
   beside_pid=$!
-else
-  checks
 fi
 failed=""
+# In the background so that a stop (a signal, a failed disk check in the other lane) acts at once.
+checks &
+main_pid=$!
+wait "$main_pid" || failed="(the checks)"
 for scenario in $main; do
+  [ -z "$failed" ] || break
   # In the background so that a stop (a signal, a failed disk check in the other lane) acts at once.
   run_scenario "$scenario" &
   main_pid=$!
@@ -161,7 +166,7 @@ if [ -n "$beside" ]; then
   wait "$beside_pid" || beside_rc=$?
   step "output of the scenarios run beside the others:$beside"
   cat "$times/beside.log"
-  [ "$beside_rc" -eq 0 ] || failed="$failed (the checks or one of$beside)"
+  [ "$beside_rc" -eq 0 ] || failed="$failed (one of$beside)"
 fi
 if [ -n "$failed" ]; then
   echo "test.sh: $failed failed"
