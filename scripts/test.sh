@@ -142,13 +142,13 @@ if [ -n "$beside" ]; then
   beside_pid=$!
 fi
 failed=""
-# In the background so that a stop (a signal, a failed disk check in the other lane) acts at once.
+# Each step of the main lane runs in the background, so that a stop (a signal, a failed disk check
+# in the other lane) acts at once; not inside `||` (errexit would not stop the checks at a failure).
 checks &
 main_pid=$!
 wait "$main_pid" || failed="(the checks)"
 for scenario in $main; do
   [ -z "$failed" ] || break
-  # In the background so that a stop (a signal, a failed disk check in the other lane) acts at once.
   run_scenario "$scenario" &
   main_pid=$!
   wait "$main_pid" || { failed="Molecule scenario $scenario"; break; }
