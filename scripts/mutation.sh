@@ -11,6 +11,10 @@
 #                                      every mutant whose function is unchanged (its hash), checking
 #                                      only the rest (a survivor meets tests added since only in a
 #                                      fresh `run`)
+#   ./scripts/mutation.sh rerun        check again every mutant the last run left alive (not killed and not
+#                                      in tests/mutation-equivalent.txt) against the checkout's tests as
+#                                      they are now: the loop for killing survivors (mutmut runs the
+#                                      mutants it is given even when their result is known)
 #   ./scripts/mutation.sh report       report the last run again
 #   ./scripts/mutation.sh show NAME    the diff of one mutant (a name from the report)
 # mutmut names a mutant by its module's import path, and the tests import the collection as
@@ -24,8 +28,9 @@ cd "$BSG_ROOT"
 work="$BSG_ROOT/.cache/mutation"
 collection="ansible_collections/blackwell/sglang"
 
-run() {
-  [ "${1:-}" = resume ] || rm -rf "$work"
+# The checkout into the work tree (and mutmut's configuration); `fresh` starts from an empty one.
+sync() {
+  [ "${1:-}" = fresh ] && rm -rf "$work"
   mkdir -p "$work/$collection"
   # tar keeps the files' mtimes: mutmut regenerates only the mutants of a source newer than them.
   git ls-files -z --cached --others --exclude-standard \
@@ -48,10 +53,39 @@ pytest_add_cli_args=
 also_copy=
     $collection/
 EOF
-  (cd "$work" && mutmut run --max-children "${BSG_MUTATION_JOBS:-$(nproc)}" > "$work/run.log" 2>&1) || {
+}
+
+mutmut_run() {
+  (cd "$work" && mutmut run --max-children "${BSG_MUTATION_JOBS:-$(nproc)}" "$@" > "$work/run.log" 2>&1) || {
     tr '\r' '\n' < "$work/run.log" | tail -n 30 >&2
     exit 1
   }
+}
+
+run() {
+  if [ "${1:-}" = resume ]; then sync; else sync fresh; fi
+  mutmut_run
+}
+
+# The names of the mutants the last run left alive (exit code 0 in mutmut's .meta files), less the
+# listed equivalents.
+alive() {
+  python - "$work/mutants" "$BSG_ROOT/tests/mutation-equivalent.txt" <<'PY'
+import glob, json, sys
+
+listed = {line.split(" ", 1)[0] for line in open(sys.argv[2]) if line.strip() and not line.startswith("#")}
+for meta in sorted(glob.glob(sys.argv[1] + "/**/*.py.meta", recursive=True)):
+    for name, code in sorted(json.load(open(meta))["exit_code_by_key"].items()):
+        if code == 0 and name.replace("ansible_collections.blackwell.sglang.", "", 1) not in listed:
+            print(name)
+PY
+}
+
+rerun() {
+  [ -d "$work/mutants" ] || { echo "no run to go on with: ./scripts/mutation.sh first" >&2; exit 1; }
+  mapfile -t names < <(alive)
+  sync
+  [ "${#names[@]}" -eq 0 ] || mutmut_run "${names[@]}"
 }
 
 report() {
@@ -92,6 +126,7 @@ PY
 case "${1:-run}" in
   run) run; report ;;
   resume) run resume; report ;;
+  rerun) rerun; report ;;
   report) report ;;
   show) (cd "$work" && mutmut show "ansible_collections.blackwell.sglang.${2#ansible_collections.blackwell.sglang.}") ;;
   *) sed -n '2,20p' "$0"; exit 2 ;;

@@ -287,7 +287,7 @@ def _compile(module, cc, args, what):
         rc, out, err = module.run_command(cmd, expand_user_and_vars=False, handle_exceptions=False)
     except OSError as exc:
         raise LayoutError("cannot run the C compiler %s (%s) to %s: install it (gcc; the cuda_toolkit role's "
-                          "host packages include it) or set cc" % (cc, exc, what), cmd=cmd)
+                          "host packages include it) or set cc" % (cc, exc.strerror or exc, what), cmd=cmd)
     if rc != 0:
         raise LayoutError("%s failed to %s (rc %d): %s" % (cc, what, rc, err.strip() or out.strip()),
                           cmd=cmd, rc=rc, stdout=out, stderr=err)

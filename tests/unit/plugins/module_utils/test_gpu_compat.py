@@ -298,3 +298,67 @@ def test_a_service_with_bad_devices_does_not_hide_the_next_one():
 ])
 def test_a_flag_is_found_in_extra_args_in_any_spelling_with_a_value(key, value, found):
     assert gpu_compat._flag_value({"extra_args": {key: value}}, "dp-size") == found
+
+
+# ---- the backend messages as an operator reads them, whole ----
+
+FA3_ROW = ("SGLang 0.5.23 sglang/srt/layers/attention/attention_registry.py create_flashattention_v3_backend: "
+           "'requires SM>=80 and SM<=90'")
+ALL_BACKENDS = ("aiter, ascend, cutedsl_mla, cutlass_mla, fa3, flashinfer, flashmla, intel_amx, intel_xpu, triton, "
+                "trtllm_mha, trtllm_mla, wave")
+NOTHING_PORTABLE = {"flashinfer": ["8.0"], "triton": ["8.0"]}
+
+
+@pytest.mark.parametrize("name, ccs, over, message", [
+    ("autoregressive", ["10.3", "12.0"], {"attention_backend": "fa3"},
+     "sglang_services_autoregressive: attention_backend fa3 cannot run on compute capability 10.3, 12.0 (the host's "
+     "GPUs; %s). Use one of: flashinfer, triton, trtllm_mha, trtllm_mla, or override the table with "
+     "attention_backend_support" % FA3_ROW),
+    ("autoregressive", ["12.0"], {"extra_args": {"prefill-attention-backend": "fa3"}},
+     "sglang_services_autoregressive: extra_args prefill-attention-backend fa3 cannot run on compute capability 12.0 "
+     "(the host's GPUs; %s). Use one of: flashinfer, triton, trtllm_mha, trtllm_mla, or override the table with "
+     "attention_backend_support" % FA3_ROW),
+    # A portable backend the service's own table takes away: the source is the override.
+    ("autoregressive", ["12.0"], {"attention_backend": "flashinfer", "attention_backend_support": {"flashinfer": ["9.0"]}},
+     "sglang_services_autoregressive: attention_backend flashinfer cannot run on compute capability 12.0 (the host's "
+     "GPUs; override). Use one of: triton, trtllm_mha, trtllm_mla, or override the table with attention_backend_support"),
+    ("autoregressive", ["7.5"], {"attention_backend": "flashinfer", "attention_backend_support": NOTHING_PORTABLE},
+     "sglang_services_autoregressive: attention_backend flashinfer cannot run on compute capability 7.5 (the host's "
+     "GPUs; override). Use one of: none known, or override the table with attention_backend_support"),
+    # A compute capability that is not a version runs only the portable backends.
+    ("autoregressive", ["unknown"], {"attention_backend": "fa3"},
+     "sglang_services_autoregressive: attention_backend fa3 cannot run on compute capability unknown (the host's GPUs; "
+     "%s). Use one of: flashinfer, triton, or override the table with attention_backend_support" % FA3_ROW),
+    ("eagle3", ["10.3"], {"attention_backend": "trtllm_mla"},
+     "sglang_services_eagle3: attention_backend trtllm_mla is for MLA models only, and the EAGLE-3 draft (a "
+     "Llama-style model) inherits it; set extra_args speculative-draft-attention-backend to one of: flashinfer, "
+     "triton, trtllm_mha"),
+    ("eagle3", ["7.5"], {"attention_backend": "trtllm_mla",
+                         "attention_backend_support": dict(NOTHING_PORTABLE, trtllm_mla=["7.5"])},
+     "sglang_services_eagle3: attention_backend trtllm_mla is for MLA models only, and the EAGLE-3 draft (a "
+     "Llama-style model) inherits it; set extra_args speculative-draft-attention-backend to one of: none known"),
+])
+def test_backend_messages_whole(name, ccs, over, message):
+    assert gpu_compat.backend_problems({name: over}, [name], ccs) == [message]
+
+
+def test_backend_support_messages_whole_and_every_service_is_checked():
+    assert backends(attention_backend_support={"fa9": ["twelve"]}) == [
+        "sglang_services_autoregressive: attention_backend_support names an unknown backend 'fa9'; the table knows "
+        + ALL_BACKENDS,
+        "sglang_services_autoregressive: attention_backend_support fa9 must list compute capabilities like \"12.0\", "
+        "got ['twelve']"]
+    # A support that is not a dict is reported and the backend is still checked against the table.
+    assert backends(attention_backend="fa3", attention_backend_support=["fa3"]) == [
+        "sglang_services_autoregressive: attention_backend_support must be a dict of backend: [compute capabilities], "
+        "got ['fa3']",
+        "sglang_services_autoregressive: attention_backend fa3 cannot run on compute capability 12.0 (the host's GPUs; "
+        "%s). Use one of: flashinfer, triton, trtllm_mha, trtllm_mla, or override the table with "
+        "attention_backend_support" % FA3_ROW]
+    # The problems of the first service are kept when the second's table is bad.
+    assert gpu_compat.backend_problems(
+        {"a": {"attention_backend": "fa3"}, "b": {"attention_backend_support": {"fa9": ["12.0"]}}}, ["a", "b"],
+        ["12.0"]) == [
+        "sglang_services_a: attention_backend fa3 cannot run on compute capability 12.0 (the host's GPUs; %s). Use one "
+        "of: flashinfer, triton, trtllm_mha, trtllm_mla, or override the table with attention_backend_support" % FA3_ROW,
+        "sglang_services_b: attention_backend_support names an unknown backend 'fa9'; the table knows " + ALL_BACKENDS]

@@ -1,6 +1,7 @@
 """The probes' plumbing in module_utils/gpu_validate.py: nvcc flags, reading a probe's answer, and
 killing a probe that hangs (real processes; what runs on a GPU is tested on one, tests/gpu/)."""
 
+import os
 import sys
 import time
 
@@ -65,3 +66,72 @@ def child_state(pid):
 def test_a_probe_that_cannot_start():
     with pytest.raises(gpu_validate.ProbeError, match="cannot run /nonexistent/nvcc"):
         gpu_validate.run_probe(["/nonexistent/nvcc"], {}, 5)
+
+
+# ---- the all-reduce launcher with a stand-in worker (no torch, no GPU here) ----
+
+# Stands in for the venv's python running ALLREDUCE_WORKER: answers with the environment it was given
+# (rank 0's answer is the result), fails as the rank in FAKE_FAIL_RANK, hangs as FAKE_HANG_RANK.
+WORKER = """#!/bin/sh
+[ "$RANK" = "$FAKE_HANG_RANK" ] && {{ echo "rank $RANK waiting for peers" >&2; exec sleep 60; }}
+[ "$RANK" = "$FAKE_FAIL_RANK" ] && {{ echo "log line"; echo '{{"ok": false, "error": "rank '$RANK' failed"}}'; exit 1; }}
+[ "$RANK" = "$FAKE_SILENT_RANK" ] && exit 3
+exec {python} -c 'import json, os; print("starting"); print(json.dumps(dict(ok=True, env={{k: v for k, v in os.environ.items() if k.startswith(("BSG_", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "CUDA_VISIBLE"))}})))'
+"""
+
+
+@pytest.fixture
+def worker(tmp_path):
+    path = tmp_path / "python"
+    path.write_text(WORKER.format(python=sys.executable))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_each_rank_gets_the_rendezvous_and_the_sizes(worker):
+    result = gpu_validate.run_allreduce(worker, [2, 5], {"FAKE": "1"}, 10, 1 << 20)
+    env = result["env"]
+    port = int(env.pop("MASTER_PORT"))
+    assert 1024 <= port <= 65535
+    assert env == {"CUDA_VISIBLE_DEVICES": "2,5", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "RANK": "0",
+                   "LOCAL_RANK": "0", "BSG_ALLREDUCE_BYTES": "1048576", "BSG_ALLREDUCE_ITERS": "20",
+                   "BSG_ALLREDUCE_TIMEOUT": "10"}
+    assert result["ok"] is True and round(result["seconds"], 1) == result["seconds"] < 10
+    assert gpu_validate.run_allreduce(worker, [0], {}, 0.5, 1)["env"]["BSG_ALLREDUCE_TIMEOUT"] == "1"
+
+
+def test_the_first_failing_rank_is_the_result(worker, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL_RANK", "1")
+    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
+    assert (result["ok"], result["error"]) == (False, "rank 1 failed")
+    monkeypatch.setenv("FAKE_FAIL_RANK", "")
+    monkeypatch.setenv("FAKE_SILENT_RANK", "0")
+    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
+    assert (result["ok"], result["error"]) == (False, "exit status 3: no output")
+
+
+def test_a_hanging_rank_is_named_with_its_last_output(worker, monkeypatch):
+    monkeypatch.setenv("FAKE_HANG_RANK", "0")
+    start = time.monotonic()
+    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 1, 1)
+    assert time.monotonic() - start < 10
+    assert (result["ok"], result["error"]) == (
+        False, "no answer within 1 s (a hang: NCCL waits for a peer it cannot reach); killed. Last output: rank 0 "
+               "waiting for peers")
+    assert round(result["seconds"], 1) == result["seconds"] and 1 <= result["seconds"] < 10
+
+
+def test_an_interpreter_that_cannot_start_is_named(tmp_path):
+    with pytest.raises(gpu_validate.ProbeError) as failed:
+        gpu_validate.run_allreduce(str(tmp_path / "missing"), [0, 1], {}, 5, 1)
+    assert str(failed.value) == "cannot run %s: No such file or directory" % (tmp_path / "missing")
+
+
+def test_gencode_without_a_target_is_named():
+    with pytest.raises(ArchError) as failed:
+        gpu_validate.gencode_args([])
+    assert str(failed.value) == "no target to build the validation kernel for"
+
+
+def test_last_json_skips_a_broken_line_and_reads_on():
+    assert gpu_validate.last_json('{"a": 1}\n{"b": \n') == {"a": 1}

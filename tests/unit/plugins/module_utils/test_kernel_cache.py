@@ -632,3 +632,186 @@ def test_a_failed_ninja_is_told_by_its_last_line_of_output_or_its_exit_status():
     assert kc._last_line(done) == "last of stdout"
     assert kc._last_line(subprocess.CompletedProcess(["ninja"], 1, stdout="", stderr="ninja: error: x\n")) == "ninja: error: x"
     assert kc._last_line(subprocess.CompletedProcess(["ninja"], 2, stdout=" \n", stderr="")) == "exit status 2"
+
+
+# ---- the manifest's checks, each refusal whole (the mutation run's survivors) ----
+
+@pytest.mark.parametrize("name, rel", [
+    ("", None), ("/a", None), ("a\\b", None), ("a\0b", None), ("a//b", None), ("./a", None), ("a/./b", None),
+    (".", None), ("..", None), ("../a", None), ("a/../b", None), ("a/b/..", None),
+    ("a/", "a"), ("a/b", "a/b"), ("x.so", "x.so"), ("a..b/c", "a..b/c"),
+])
+def test_a_member_path_is_relative_and_normal_or_refused(name, rel):
+    assert kc._safe_rel(name) == rel
+
+
+SO = {"size": 1, "sha256": "0" * 64}
+GOOD_MANIFEST = {"format": 1, "key": {"venv": "/v", "cuda_version": "13.0"}, "files": {"j/m/m.so": SO},
+                 "modules": ["m"], "jit_dir": "j"}
+
+
+@pytest.mark.parametrize("change, reason", [
+    (None, "artifact format None, this collection reads format 1: pack it again with this collection"),
+    ({"format": 2}, "artifact format 2, this collection reads format 1: pack it again with this collection"),
+    ({"key": None}, "artifact manifest has no key"),
+    ({"key": {"venv": "/w", "cuda_version": "12.9"}},
+     'artifact was built for another key; differs in cuda_version (artifact "12.9", host "13.0"); venv (artifact "/w", '
+     'host "/v")'),
+    ({"files": []}, "artifact manifest lacks files, modules or jit_dir"),
+    ({"modules": {}}, "artifact manifest lacks files, modules or jit_dir"),
+    ({"jit_dir": None}, "artifact manifest lacks files, modules or jit_dir"),
+    ({"files": {"../x": SO}}, "artifact manifest has a bad entry '../x'"),
+    ({"files": {"a": []}}, "artifact manifest has a bad entry 'a'"),
+    ({"files": {"a": {"size": "1", "sha256": "0"}}}, "artifact manifest has a bad entry 'a'"),
+    ({"files": {"a": {"size": 1, "sha256": 1}}}, "artifact manifest has a bad entry 'a'"),
+    ({"modules": [1]}, "artifact manifest lists module 1 without its .so"),
+    ({"modules": ["n"]}, "artifact manifest lists module 'n' without its .so"),
+    ({"modules": [".."], "files": {"j/../...so": SO}}, "artifact manifest has a bad entry 'j/../...so'"),
+    # FlashInfer's lock dir and nested names are never modules, even with a .so where one would be.
+    ({"modules": ["tmp"], "files": {"j/tmp/tmp.so": SO}}, "artifact manifest lists module 'tmp' without its .so"),
+    ({"modules": ["a/b"], "files": {"j/a/b/a/b.so": SO}}, "artifact manifest lists module 'a/b' without its .so"),
+])
+def test_a_manifest_is_refused_naming_what_is_wrong(change, reason):
+    manifest = None if change is None else dict(GOOD_MANIFEST, **change)
+    with pytest.raises(kc.Rejected) as refused:
+        kc._check_manifest(manifest, GOOD_MANIFEST["key"])
+    assert str(refused.value) == reason
+    assert kc._check_manifest(dict(GOOD_MANIFEST), GOOD_MANIFEST["key"]) == GOOD_MANIFEST
+
+
+@pytest.mark.parametrize("data, message", [
+    (deps_log(version=3), "{p} is ninja deps log version 3, only version 4 (ninja >= 1.10) is understood: build the cache "
+                          "with the venv's ninja wheel"),
+    (deps_log(version=-1), "{p} is ninja deps log version -1, only version 4 (ninja >= 1.10) is understood: build the "
+                           "cache with the venv's ninja wheel"),
+    (b"# ninjalog\n" + bytes(8), "{p} is not a ninja deps log: remove the module dir to build it locally"),
+    (b"# ninjadeps\n" + bytes(3), "{p} is not a ninja deps log: remove the module dir to build it locally"),
+    (deps_log(records=struct.pack("<I", 8 | 0x80000000) + bytes(8)),
+     "{p} has a malformed record at byte 16 (size 8): remove the module dir to build it locally"),
+    (deps_log(records=struct.pack("<I", 0)),
+     "{p} has a malformed record at byte 16 (size 0): remove the module dir to build it locally"),
+    (deps_log(records=path_record("a.o", 0) + b"\x01\x02\x03"),
+     "{p} is truncated at byte 28: remove the module dir to build it locally"),
+])
+def test_rewrite_deps_mtime_refuses_in_full(tmp_path, data, message):
+    path = tmp_path / ".ninja_deps"
+    path.write_bytes(data)
+    with pytest.raises(kc.KernelCacheError) as refused:
+        kc.rewrite_deps_mtime(str(path), 1)
+    assert str(refused.value) == message.format(p=path)
+
+
+def test_rewrite_deps_mtime_takes_a_record_without_inputs_and_replaces_the_file_from_beside_it(tmp_path, monkeypatch):
+    path = tmp_path / ".ninja_deps"
+    path.write_bytes(deps_log(records=path_record("a.o", 0) + deps_record(0, 5, [])))
+    path.chmod(0o600)
+    replaced, real = [], os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (replaced.append(src), real(src, dst)))
+    assert kc.rewrite_deps_mtime(str(path), 9) == 1
+    assert path.read_bytes() == deps_log(records=path_record("a.o", 0) + deps_record(0, 9, []))
+    [tmp] = replaced
+    assert os.path.dirname(tmp) == str(tmp_path) and os.path.basename(tmp).startswith(".ninja_deps.")
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and [p.name for p in tmp_path.iterdir()] == [".ninja_deps"]
+
+
+# ---- pack and seed: the paths the mutation run found untested ----
+
+@needs_gcc
+@pytest.mark.parametrize("change", ["grow", "shrink"])
+def test_a_file_that_grows_or_shrinks_after_it_was_hashed_fails_the_pack(project, monkeypatch, change):
+    project.build_all()
+    real_add = kc._add_file
+
+    def change_then_add(tar, workspace, rel, entry):
+        if rel.endswith("kernel.json"):
+            path = os.path.join(workspace, rel)
+            if change == "grow":
+                with open(path, "a") as handle:
+                    handle.write("more")
+            else:
+                with open(path, "r+") as handle:
+                    handle.truncate(3)
+        return real_add(tar, workspace, rel, entry)
+    monkeypatch.setattr(kc, "_add_file", change_then_add)
+    with pytest.raises(kc.KernelCacheError) as failed:
+        project.pack()
+    assert str(failed.value) == ("%s changed while it was packed (a FlashInfer build running?): pack again when no "
+                                 "build runs" % (project.ws / "triton" / "ab12" / "kernel.json"))
+    assert os.listdir(str(project.store)) == []
+
+
+@needs_gcc
+def test_pack_keeps_each_file_s_mode_without_write_for_others_and_writes_beside_the_artifact(project, monkeypatch):
+    project.build_all()
+    (project.ws / "triton" / "ab12" / "kernel.json").chmod(0o640)
+    (project.gen / "sampling_gen.h").chmod(0o777)
+    replaced, real = [], os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (replaced.append(src), real(src, dst)))
+    project.pack()
+    with tarfile.open(str(project.artifact), "r:gz") as tar:
+        modes = {member.name: member.mode for member in tar}
+    assert modes["workspace/triton/ab12/kernel.json"] == 0o640
+    assert modes["workspace/%s/sampling_gen.h" % GEN_REL] == 0o755
+    [tmp] = replaced
+    assert os.path.dirname(tmp) == str(project.store) and os.path.basename(tmp).startswith(".sglang-1.tar.gz.")
+    assert tmp.endswith(".tmp")
+
+
+def test_pack_refusals_in_full(tmp_path, monkeypatch):
+    key = kc.cache_key("/v", str(tmp_path / "ws"), "0.7.2", [], "/c", "13.0", "0")
+    with pytest.raises(kc.KernelCacheError) as refused:
+        kc.pack(str(tmp_path / "ws"), key, str(tmp_path / "a.tar.gz"), "jit")
+    assert str(refused.value) == ("workspace %s is not a directory: warm the cache first (flashinfer_jit_cache) or fix "
+                                  "workspace_base" % (tmp_path / "ws"))
+    (tmp_path / "ws" / "jit").mkdir(parents=True)
+    (tmp_path / "ws" / "a.txt").write_text("x")
+    os.symlink(str(tmp_path / "ws"), str(tmp_path / "link"))
+    # The workspace named through a link: an artifact inside it is refused by either spelling.
+    with pytest.raises(kc.KernelCacheError) as refused:
+        kc.pack(str(tmp_path / "link"), key, str(tmp_path / "link" / "a.tar.gz"), "jit")
+    assert str(refused.value) == "dest %s is inside the workspace %s: put the artifact outside it" % (
+        tmp_path / "link" / "a.tar.gz", tmp_path / "link")
+
+    def unreadable(path):
+        raise OSError(13, "Permission denied", path)
+    monkeypatch.setattr(kc, "file_sha256", unreadable)
+    with pytest.raises(kc.KernelCacheError) as refused:
+        kc.pack(str(tmp_path / "ws"), key, str(tmp_path / "a.tar.gz"), "jit")
+    assert str(refused.value) == "cannot read the workspace: %s" % kc.os_error_reason(
+        OSError(13, "Permission denied", str(tmp_path / "ws" / "a.txt")))
+
+
+@needs_gcc
+def test_seed_refusals_and_errors_in_full(project, monkeypatch):
+    project.build_all()
+    project.pack()
+    project.move_away()
+    other_jit = str(project.ws / ".cache" / "flashinfer" / "other")
+    result = kc.seed(str(project.artifact), sha(project.artifact), project.key(), str(project.ws), other_jit, NINJA)
+    assert result == {"seeded": [], "rejected": "artifact's JIT dir is %s, this host's %s" % (
+        JIT_REL, ".cache/flashinfer/other"), "rejected_modules": {}, "skipped_modules": [], "removed": []}
+
+    def no_room(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+    with monkeypatch.context() as patch:
+        patch.setattr(kc.tempfile, "mkdtemp", no_room)
+        with pytest.raises(kc.KernelCacheError) as failed:
+            project.seed()
+    assert str(failed.value) == "cannot unpack beside the workspace: %s" % kc.os_error_reason(
+        OSError(28, "No space left on device"))
+    # Staged beside the workspace, and gone afterwards.
+    made, real = [], kc.tempfile.mkdtemp
+    monkeypatch.setattr(kc.tempfile, "mkdtemp", lambda **kwargs: made.append(real(**kwargs)) or made[-1])
+    assert project.seed()["seeded"] == list(MODULES)
+    [staging] = made
+    assert os.path.dirname(staging) == str(project.ws.parent) and os.path.basename(staging).startswith(".sglang-1.seed-")
+    assert not os.path.exists(staging)
+
+
+@needs_gcc
+def test_seed_needs_no_ninja_when_every_module_is_whole_already(project, monkeypatch):
+    project.build_all()
+    project.pack()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = kc.seed(str(project.artifact), sha(project.artifact), project.key(), str(project.ws), str(project.jit))
+    assert (result["seeded"], result["skipped_modules"], result["rejected"]) == ([], list(MODULES), None)

@@ -412,3 +412,90 @@ def test_a_write_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         r.write_fleet_report(str(tmp_path), "r1", "T", [("a", {})])
     assert os.listdir(str(tmp_path)) == []
+
+
+# ---- what the survivors of the mutation run showed untested ----
+
+def test_one_percent_is_a_serial_and_a_missing_timeout_is_named():
+    assert r.serial_problems("1%") == []
+    settings = dict(GOOD)
+    del settings["drain_timeout"]
+    assert r.rollout_problems(settings) == ["rollout_drain_timeout must be a whole number of seconds >= 1, not None"]
+
+
+def test_a_report_dir_problem_names_the_path_that_was_looked_at():
+    # The report directory is not there yet: its nearest existing parent was stat'ed, and is a file.
+    stat = {"exists": True, "isdir": False, "path": "/srv/reports"}
+    assert r.rollout_problems(dict(GOOD, report_dir="/srv/reports/fleet", report_dir_stat=stat)) == [
+        "rollout_report_dir: /srv/reports on the controller is not a directory"]
+
+
+def test_gpus_of_mixed_models_and_unknown_fields():
+    gpus = {"present": True, "compute_capabilities": ["10.3", "12.0"], "interconnect": "nvlink",
+            "gpus": [{"name": "B300"}, {"name": "PRO 6000"}, {"name": "B300"}]}
+    assert r.fleet_report_row("h", {"gpus": gpus})["gpus"] == "2 x B300, 1 x PRO 6000 (cc 10.3 12.0, nvlink)"
+    assert r.fleet_report_row("h", {"gpus": {"present": True, "gpus": [{"name": "B300"}]}})["gpus"] == "1 x B300 (cc ?, ?)"
+
+
+@pytest.mark.parametrize("before, staged, now, venv", [
+    ("/opt/sglang/venvs/aaaa/", "/opt/sglang/venvs/bbbb/", "/opt/sglang/venvs/aaaa/", "aaaa (staged bbbb)"),
+    ("aaaa", "bbbb", "bbbb", "aaaa -> bbbb"),   # ids without a directory
+])
+def test_venv_ids_from_paths_with_a_trailing_slash_or_none(before, staged, now, venv):
+    row = r.fleet_report_row("h", {"venv_before": before, "venv_staged": staged, "venv_now": now, "seconds": ""})
+    assert (row["venv_before"], row["venv_staged"], row["venv"], row["seconds"]) == (
+        before.rstrip("/").rsplit("/", 1)[-1], "bbbb", venv, "")
+
+
+def test_markdown_counts_each_result():
+    rows = [{"host": "a", "result": "ok"}, {"host": "b", "result": "failed"}, {"host": "c", "result": "ok"}]
+    assert r.fleet_report_markdown(rows).splitlines()[-1] == "ok 2, failed 1"
+
+
+def test_the_report_files_are_replaced_from_a_temporary_file_beside_them(tmp_path, monkeypatch):
+    # os.replace is atomic only within one filesystem: the temporary file is made in the report's directory.
+    replaced, real_replace = [], os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    _document, _markdown, files = r.write_fleet_report(str(tmp_path), "r1", "T", [("a", {})])
+    assert [dst for _src, dst in replaced] == files
+    for src, _dst in replaced:
+        assert os.path.dirname(src) == str(tmp_path) and os.path.basename(src).startswith(".fleet-")
+
+
+def test_the_router_url_loses_only_its_trailing_slashes():
+    assert r.rollout_gateways("sglang_router", "http://GW-BOX/", [], {}) == [
+        {"host": "localhost", "url": "http://GW-BOX", "manifest": ""}]
+
+
+def test_a_drain_step_reads_every_gateway_after_an_unread_one_and_registers_at_each():
+    gw2 = {"host": "gw-2", "url": "http://127.0.0.1:30081"}
+    answers = [{"status": 503, "item": GW}, workers(), {"status": 200, "json": {"workers": []}, "item": gw2}]
+    assert r.gateway_calls(answers, [W1], "register") == [
+        {"host": "gw-1", "gateway": "http://127.0.0.1:30080", "url": W1},
+        {"host": "gw-2", "gateway": "http://127.0.0.1:30081", "url": W1}]
+    with pytest.raises(ValueError) as error:
+        r.gateway_calls([workers()], [W1], "add")
+    assert str(error.value) == "gateway_calls: action 'add' is neither remove nor register"
+
+
+@pytest.mark.parametrize("result, why", [
+    ({"status": 500}, "the gateway answered GET /workers with HTTP 500"),
+    ({"item": {}}, "the gateway answered GET /workers with HTTP ?"),
+    ({"item": {}, "status": 200, "json": [1]}, "the gateway answered GET /workers with no worker list"),
+    ({"item": "gw", "status": 200, "json": {"workers": "x"}}, "the gateway answered GET /workers with no worker list"),
+])
+def test_an_answer_from_a_gateway_not_named_is_worded(result, why):
+    assert r.drain_gone_problems([result], [W1], 60) == [why]
+
+
+def test_the_undrain_reads_every_gateway_after_an_unread_one():
+    gw2 = {"host": "gw-2", "url": "http://127.0.0.1:30081"}
+    assert r.undrain_problems([{"status": 503, "item": GW}, {"status": 200, "json": {"workers": []}, "item": gw2}],
+                              [W1], 60) == [
+        "gateway gw-1 (http://127.0.0.1:30080) answered GET /workers with HTTP 503",
+        "gateway gw-2 (http://127.0.0.1:30081): http://10.0.0.1:30000 not listed after 60 s"]
+
+
+def test_a_load_answer_without_its_service_item_is_still_read():
+    assert r.drain_load_problems([{"item": "svc", "status": 200, "json": {"loads": [{"num_running_reqs": 1}]}}], 30) == [
+        "?/v1/loads still has 1 running and 0 waiting requests after 30 s (rollout_drain_timeout)"]

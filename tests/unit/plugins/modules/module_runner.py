@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from ansible.module_utils.common import warnings
 from ansible.module_utils.testing import patch_module_args
 
 
@@ -14,6 +15,8 @@ def run_module(main, capsys, args, check_mode=False, diff=False):
         args["_ansible_check_mode"] = True
     if diff:
         args["_ansible_diff"] = True
+    # A module's process starts with no warnings: those of the modules run before in this process are not its own.
+    warnings._global_warnings.clear()
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exit_info:
             main()

@@ -403,3 +403,42 @@ def test_a_file_system_error_names_the_action(tmp_path, capsys, ldconfig):
                                   "file system of the CUDA home) and run again")
     assert result["changed"] is True
     assert result["actions"] == ["mkdir %s" % (home / "bin"), "mkdir %s" % (home / "include")]
+
+
+# ---- whole results (the mutation run's survivors) ----
+
+def test_describe_names_each_kind_of_path(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo"))
+    os.symlink("gone", str(tmp_path / "link"))
+    (tmp_path / "file").write_text("")
+    assert [cuda_home_layout.describe(str(tmp_path / name)) for name in ("", "file", "fifo", "link", "absent")] == [
+        "directory", "file", "other", "symlink -> gone [dangling]", "absent"]
+
+
+def test_a_compiler_that_fails_is_reported_with_its_command_and_output(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path)
+    home = tmp_path / "home"
+    cc = tmp_path / "bad-cc"
+    cc.write_text("#!/bin/sh\necho 'some output'\necho 'cc1: fatal error: cuda.h: Permission denied' >&2\nexit 3\n")
+    cc.chmod(0o755)
+    result = run(purelib, home, capsys, cc=cc)
+    cuda_h = str(home / "include" / "cuda.h")
+    cmd = [str(cc), "-E", "-P", "-I", os.path.dirname(cuda_h), "-x", "c", cuda_h]
+    assert {key: result[key] for key in ("_rc", "msg", "cmd", "rc", "stdout", "stderr")} == {
+        "_rc": 1, "msg": "%s failed to read the driver API from %s (rc 3): cc1: fatal error: cuda.h: Permission denied"
+        % (cc, cuda_h), "cmd": cmd, "rc": 3, "stdout": "some output\n",
+        "stderr": "cc1: fatal error: cuda.h: Permission denied\n"}
+    cc.write_text("#!/bin/sh\necho 'only stdout'\nexit 3\n")
+    assert run(purelib, home, capsys, cc=cc)["msg"].endswith("(rc 3): only stdout")
+
+
+def test_a_missing_compiler_is_reported_with_its_command(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path)
+    home = tmp_path / "home"
+    cc = tmp_path / "no-such-cc"
+    result = run(purelib, home, capsys, cc=cc)
+    cuda_h = str(home / "include" / "cuda.h")
+    assert result["msg"] == (
+        "cannot run the C compiler %s (No such file or directory) to read the driver API from %s: install it (gcc; "
+        "the cuda_toolkit role's host packages include it) or set cc" % (cc, cuda_h))
+    assert result["cmd"] == [str(cc), "-E", "-P", "-I", os.path.dirname(cuda_h), "-x", "c", cuda_h]

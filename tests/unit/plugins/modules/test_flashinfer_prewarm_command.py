@@ -133,3 +133,30 @@ def test_an_os_error_is_one_line_with_what_to_change():
         start % "Read-only file system") + "set path to a directory on a writable file system"
     assert cmd.os_error_message("write", "/usr/local/lib/x", error(errno.ENOTDIR)) == (
         start % "Not a directory") + "fix that path and run again"
+
+
+# ---- what the mutation run found untested ----
+
+def test_the_diff_has_what_each_file_will_hold_and_files_are_replaced_from_beside_them(tmp_path, capsys, monkeypatch):
+    lib = tmp_path / "lib"
+    moved = []
+    real = cmd.AnsibleModule.atomic_move
+    monkeypatch.setattr(cmd.AnsibleModule, "atomic_move",
+                        lambda self, src, dest, *a, **k: (moved.append((src, dest)), real(self, src, dest, *a, **k)))
+    result = run_module(capsys, {"path": str(lib)}, diff=True)
+    with open(cuda_arch.__file__) as handle:
+        assert [d["after"] for d in result["diff"] if d["after_header"].endswith("cuda_arch.py")] == [handle.read()]
+    assert [dest for _src, dest in moved] == result["files"]
+    for src, dest in moved:
+        assert os.path.dirname(src) == os.path.dirname(dest) and os.path.basename(src).startswith(".flashinfer_prewarm.")
+
+
+def test_a_file_that_cannot_be_read_is_named_with_what_to_change(tmp_path, capsys, monkeypatch):
+    lib = tmp_path / "lib"
+
+    def refused(path):
+        raise OSError(13, "Permission denied", path)
+    monkeypatch.setattr(cmd, "read_text", refused)
+    assert run_module(capsys, {"path": str(lib)})["msg"] == (
+        "flashinfer_prewarm_command: cannot read %s (Permission denied): run it as root (become: true) or set path to "
+        "a directory this user can write" % (lib / "flashinfer_prewarm.py"))

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import module_runner
 from ansible_collections.blackwell.sglang.plugins.modules import gateway_manifest
 
@@ -95,6 +97,8 @@ def test_bad_input_fails_and_changes_nothing(capsys, tmp_path):
 
 DRAIN = """
 import sys
+
+import pytest
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.blackwell.sglang.plugins.modules import gateway_manifest
 with patch_module_args({"path": sys.argv[1], "workers": [sys.argv[2]], "state": "drained"}):
@@ -113,3 +117,68 @@ def test_the_hosts_of_one_batch_drain_at_the_same_time(capsys, tmp_path):
     outputs = [drain.communicate() for drain in drains]
     assert [drain.returncode for drain in drains] == [0] * 8, outputs
     assert manifest(tmp_path)["workers"] == [] and sorted(drained(tmp_path)) == sorted(urls)
+
+
+# ---- whole results and messages (the mutation run's survivors) ----
+
+def test_a_drain_s_result_file_and_diff_in_full(capsys, tmp_path):
+    run(capsys, tmp_path, workers=[A, B], mode="0640")
+    result = run(capsys, tmp_path, workers=[A, B], state="drained", mode="0640")
+    path = str(tmp_path / "workers.json")
+    # (exit_json adds the file's attributes too: owner, group, mode, ...)
+    assert {key: result.get(key) for key in ("changed", "path", "workers", "drained", "added", "removed", "diff")} == {
+        "changed": True, "path": path, "workers": [], "drained": [A, B], "added": [], "removed": [A, B],
+        "diff": {"before": {"workers": [A, B], "drained": []}, "after": {"workers": [], "drained": [A, B]}}}
+    assert (tmp_path / "workers.json").read_text() == '{\n  "version": 1,\n  "workers": []\n}\n'
+    assert (tmp_path / "drained.json").read_text() == '[\n  "%s",\n  "%s"\n]\n' % (A, B)
+    # The file arguments are the drained list's too; the lock is the manifest's path + .lock.
+    assert oct(os.stat(tmp_path / "drained.json").st_mode & 0o777) == "0o640"
+    assert (tmp_path / "workers.json.lock").exists()
+
+
+def test_the_files_are_replaced_from_a_temporary_file_beside_them(capsys, tmp_path, monkeypatch):
+    moved = []
+    real = gateway_manifest.AnsibleModule.atomic_move
+    monkeypatch.setattr(gateway_manifest.AnsibleModule, "atomic_move",
+                        lambda self, src, dest, *a, **k: (moved.append((src, dest)), real(self, src, dest, *a, **k)))
+    run(capsys, tmp_path, workers=[A])
+    run(capsys, tmp_path, workers=[A], state="drained")
+    assert [dest for _src, dest in moved] == [str(tmp_path / name) for name in ("workers.json", "workers.json", "drained.json")]
+    for src, dest in moved:
+        assert os.path.dirname(src) == str(tmp_path) and os.path.basename(src).startswith(".%s." % os.path.basename(dest))
+
+
+@pytest.mark.parametrize("manifest_text, drained_text, why", [
+    ("{not json", None, "the gateway manifest {path} is not JSON (Expecting property name enclosed in double quotes: "
+                        "line 1 column 2 (char 1))"),
+    ('{"version": 1, "workers": []}', '{"a": 1}', "the drained list {drained} must be a JSON list of URLs, got {{'a': 1}}"),
+    ('{"version": 1, "workers": []}', '["%s", 7]' % A, "the drained list {drained} must be a JSON list of URLs, got "
+                                                      "['%s', 7]" % A),
+    ('{"version": 1, "workers": []}', "{broken", "the drained list {drained} is not JSON (Expecting property name "
+                                                 "enclosed in double quotes: line 1 column 2 (char 1))"),
+])
+def test_unreadable_files_are_named_in_full(capsys, tmp_path, manifest_text, drained_text, why):
+    (tmp_path / "workers.json").write_text(manifest_text)
+    if drained_text is not None:
+        (tmp_path / "drained.json").write_text(drained_text)
+    result = run(capsys, tmp_path, workers=[A])
+    assert result["msg"] == "gateway_manifest: %s; nothing was changed" % why.format(
+        path=tmp_path / "workers.json", drained=tmp_path / "drained.json")
+
+
+def test_a_manifest_path_that_cannot_be_read_or_written_is_named(capsys, tmp_path, monkeypatch):
+    (tmp_path / "workers.json").mkdir()
+    assert run(capsys, tmp_path, workers=[A])["msg"] == (
+        "gateway_manifest: cannot read the gateway manifest %s: [Errno 21] Is a directory: '%s'; nothing was changed"
+        % (tmp_path / "workers.json", tmp_path / "workers.json"))
+    path = tmp_path / "missing" / "workers.json"
+    assert run(capsys, tmp_path, workers=[A], path=str(path))["msg"] == (
+        "gateway_manifest: the directory of %s does not exist (the sglang_gateway role makes it)" % path)
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(gateway_manifest.tempfile, "mkstemp", full)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert run(capsys, tmp_path, workers=[A], path=str(other / "workers.json"))["msg"] == (
+        "gateway_manifest: cannot write %s: [Errno 28] No space left on device" % other)

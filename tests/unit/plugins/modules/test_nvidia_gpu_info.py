@@ -229,3 +229,99 @@ def test_kernel_module_flavour(tmp_path, capsys, monkeypatch, text, flavour):
 def test_no_gpus_no_kernel_module(tmp_path, capsys):
     result = run_module(capsys, {"nvidia_smi_path": str(tmp_path / "missing")})
     assert result["present"] is False and result["kernel_module"] is None
+
+
+# ---- each reading and message whole (the mutation run's survivors) ----
+
+def warnings_of(result):
+    """The module's warnings as text: ansible-core 2.19 sends structured events, older releases strings."""
+    return [w if isinstance(w, str) else w["event"]["msg"] for w in result.get("warnings", [])]
+
+
+def query_file(tmp_path, text):
+    path = tmp_path / "query.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_directory_as_nvidia_smi_path_is_not_executable(tmp_path, capsys):
+    (tmp_path / "bin").mkdir()
+    result = run_module(capsys, {"nvidia_smi_path": str(tmp_path / "bin")})
+    assert result["error"] == "nvidia_smi_path %s is not an executable file" % (tmp_path / "bin")
+
+
+def test_nvidia_smi_path_is_a_path_with_the_home_expanded(tmp_path, capsys, monkeypatch):
+    smi = FakeNvidiaSmi(tmp_path, "h200_x1.query.txt")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = run_module(capsys, {"nvidia_smi_path": "~/bin/nvidia-smi"})
+    assert (result["present"], result["count"]) == (True, 1)
+
+
+def test_an_unknown_exit_names_what_both_streams_said(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "/dev/null", query_rc=4)
+    smi.path.write_text("#!/bin/sh\necho ' out '\necho 'err' >&2\nexit 4\n")
+    assert run_module(capsys, {"nvidia_smi_path": str(smi.path)})["error"] == "nvidia-smi exited with rc 4: out\nerr"
+    smi.path.write_text("#!/bin/sh\necho '  '\necho 'err' >&2\nexit 4\n")
+    assert run_module(capsys, {"nvidia_smi_path": str(smi.path)})["error"] == "nvidia-smi exited with rc 4: err"
+
+
+def test_nvidia_smi_runs_in_the_c_locale(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "/dev/null")
+    smi.path.write_text("#!/bin/sh\necho \"$LC_ALL/$LANG\" >&2\nexit 4\n")
+    assert run_module(capsys, {"nvidia_smi_path": str(smi.path)})["error"] == "nvidia-smi exited with rc 4: C/C"
+
+
+def test_a_driver_error_on_stderr_explains_unreadable_output(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "/dev/null")
+    smi.path.write_text("#!/bin/sh\necho 'garbage'\necho 'No devices were found' >&2\n")
+    assert run_module(capsys, {"nvidia_smi_path": str(smi.path)})["error"] == "No devices were found"
+
+
+def test_an_unparseable_list_fails_with_the_command_and_its_output(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, query_file(tmp_path, "index, name\n"))
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert (result["msg"], result["rc"], result["stdout"], result["stderr"]) == (
+        "could not parse the output of %s --query-gpu=index,name,uuid,compute_cap,memory.total,driver_version "
+        "--format=csv,noheader,nounits: expected 6 comma-separated fields (index, name, uuid, compute_cap, memory.total, "
+        "driver_version), got 'index, name'" % smi.path,
+        0, "index, name\n", "")
+
+
+def test_an_empty_list_is_no_gpu(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "/dev/null")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert (result["present"], result["error"]) == (False, "nvidia-smi listed no GPU")
+
+
+def test_two_gpus_of_two_generations_read_the_topology_and_sort_by_version(tmp_path, capsys):
+    text = open(os.path.join(FIXTURES, "h200_x1.query.txt")).read() + open(os.path.join(FIXTURES, "b300_x8.query.txt")).readlines()[1]
+    smi = FakeNvidiaSmi(tmp_path, query_file(tmp_path, text), topo="rtx_pro_6000_x8.topo.txt")
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert result["compute_capabilities"] == ["9.0", "10.3"]
+    assert result["interconnect"] == "pcie" and smi.calls[-1] == "topo -m"
+
+
+@pytest.mark.parametrize("topo, topo_rc, warning", [
+    ("/dev/null", 3, "nvidia-smi topo -m failed, interconnect unknown: nvidia-smi exited with rc 3: no output"),
+    ("driver_not_loaded.txt", 0, "could not read nvidia-smi topo -m, interconnect unknown: no GPU header line (GPU0 GPU1 ...) in "
+                                 "nvidia-smi topo -m output"),
+])
+def test_a_topology_that_cannot_be_read_is_one_warning(tmp_path, capsys, topo, topo_rc, warning):
+    smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt", topo=topo, topo_rc=topo_rc)
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert (result["interconnect"], warnings_of(result)) == ("unknown", [warning])
+
+
+def test_a_topology_command_that_cannot_start_is_one_warning(tmp_path, capsys, monkeypatch):
+    smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt")
+    run = nvidia_gpu_info._run
+
+    def topo_cannot_start(module, nvidia_smi, args):
+        if tuple(args) == ("topo", "-m"):
+            raise OSError(8, "Exec format error")
+        return run(module, nvidia_smi, args)
+    monkeypatch.setattr(nvidia_gpu_info, "_run", topo_cannot_start)
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert warnings_of(result) == [
+        "nvidia-smi topo -m failed, interconnect unknown: cannot run %s (Exec format error): reinstall the NVIDIA "
+        "driver (its nvidia-smi is damaged) or set nvidia_smi_path to a working nvidia-smi" % smi.path]

@@ -8,6 +8,8 @@ import os
 import stat
 import sys
 
+import pytest
+
 import module_runner
 from ansible_collections.blackwell.sglang.plugins.modules import nvidia_gpu_validate
 
@@ -189,3 +191,102 @@ def test_bad_input(tmp_path, capsys, monkeypatch):
     result = run(capsys, node.args(targets=["twelve"]))
     assert result["_rc"] == 1 and "targets:" in result["msg"]
     assert node.probes() == []  # nothing ran on the GPUs for any of them
+
+
+# ---- whole results and messages (the mutation run's survivors) ----
+
+def warnings_of(result):
+    return [w if isinstance(w, str) else w["event"]["msg"] for w in result.get("warnings", [])]
+
+
+def test_a_good_node_s_result_in_full(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    result = run(capsys, node.args(allreduce_mib=1))  # 1 MiB is a size like any other
+    seconds = result["seconds"]
+    assert isinstance(seconds, float) and 0 <= seconds < 30 and round(seconds, 1) == seconds
+    assert set(result) - {"_rc", "invocation"} == {
+        "changed", "status", "reason", "seconds", "kernel", "flashinfer", "nccl", "nccl_p2p_disable_services",
+        "nccl_p2p_tested", "summary"}
+    assert (result["status"], result["reason"], warnings_of(result)) == ("passed", None, [])
+    assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling loaded and sampled on 0,1; "
+                                 "all-reduce 0,1 21.5 GB/s; %.1f s" % seconds)
+    # The kernel is built in a scratch dir of its own, removed afterwards.
+    [build] = node.nvcc_log.read_text().splitlines()
+    workdir = os.path.dirname(build.split()[build.split().index("-o") + 1])
+    assert os.path.basename(workdir).startswith("bsg-validate-") and not os.path.exists(workdir)
+
+
+def test_summary_without_flashinfer_modules_and_of_a_one_gpu_service(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    result = run(capsys, node.args(gpus=[0], services={}, flashinfer_modules=[]))
+    assert result["flashinfer"] is None
+    assert result["summary"] == "1 GPU(s); kernel 9.0a ran on 0; NCCL on 0; %.1f s" % result["seconds"]
+
+
+def test_a_p2p_retry_warns_naming_the_gpus_and_all_services(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail")
+    result = run(capsys, node.args(services={}))
+    assert warnings_of(result) == [
+        "GPUs 0,1 (all): NCCL all-reduce failed with P2P (DistBackendError: NCCL error: unhandled cuda error) and "
+        "passed with NCCL_P2P_DISABLE=1, which is now in the service's environment: traffic goes through host "
+        "memory, slower. Check the IOMMU (passthrough) and PCIe ACS settings"]
+    assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling loaded and sampled on 0,1; "
+                                 "all-reduce 0,1 21.5 GB/s (NCCL_P2P_DISABLE=1); %.1f s" % result["seconds"])
+    # Off by the operator's choice: no warning, the figure still says how it ran.
+    result = run(capsys, node.args(nccl_p2p="off"))
+    assert warnings_of(result) == [] and "all-reduce 0,1 21.5 GB/s (NCCL_P2P_DISABLE=1); " in result["summary"]
+
+
+@pytest.mark.parametrize("fake, over, msg, summary", [
+    ({"kernel_fail": "1"}, {"targets": ["10.0a"]},
+     "GPU validation failed: kernel on GPU 1 (targets 10.0a): cudaErrorNoKernelImageForDevice: no kernel image is "
+     "available for execution on the device",
+     "2 GPU(s); kernel 10.0a ran on 0; FlashInfer sampling loaded and sampled on 0,1; all-reduce 0,1 21.5 GB/s"),
+    ({"flashinfer": "fail", "p2p": "fail", "no_p2p": "fail"}, {"targets": ["9.0a", "10.0a"]},
+     "GPU validation failed: FlashInfer: RuntimeError: JIT module sampling is not pre-warmed; NCCL all-reduce on GPUs "
+     "0,1: NCCL all-reduce failed with P2P (DistBackendError: NCCL error: unhandled cuda error) and with "
+     "NCCL_P2P_DISABLE=1 (DistBackendError: NCCL error: unhandled cuda error)",
+     "2 GPU(s); kernel 9.0a 10.0a ran on 0,1; FlashInfer modules FAILED on 0,1; all-reduce 0,1 FAILED"),
+    ({"nvcc_fail": "1"}, {},
+     "GPU validation failed: kernel: nvcc could not build the kernel for 9.0a: exit status 1: nvcc fatal   : "
+     "Unsupported gpu architecture 'compute_999'",
+     "2 GPU(s); kernel 9.0a ran on none; FlashInfer sampling loaded and sampled on 0,1; all-reduce 0,1 21.5 GB/s"),
+])
+def test_a_failed_validation_in_full(tmp_path, capsys, monkeypatch, fake, over, msg, summary):
+    node = Node(tmp_path, monkeypatch, **fake)
+    result = run(capsys, node.args(**over))
+    assert (result["_rc"], result["status"], result["msg"]) == (1, "failed", msg)
+    assert result["summary"] == "%s; %.1f s" % (summary, result["seconds"])
+
+
+@pytest.mark.parametrize("over, msg", [
+    ({"timeout": 0}, "timeout must be > 0, got 0"),
+    ({"allreduce_mib": -1}, "allreduce_mib must be > 0, got -1"),
+    ({"targets": ["twelve"]}, "targets: "),
+    ({"python": "/nonexistent/python"}, "cannot run /nonexistent/python: No such file or directory"),
+])
+def test_bad_input_messages_in_full(tmp_path, capsys, monkeypatch, over, msg):
+    node = Node(tmp_path, monkeypatch)
+    result = run(capsys, node.args(**over))
+    assert result["_rc"] == 1
+    if msg.endswith(": "):
+        with pytest.raises(nvidia_gpu_validate.ArchError) as error:
+            nvidia_gpu_validate.gencode_args(over["targets"])
+        msg += str(error.value)
+    assert result["msg"] == msg
+
+
+def test_the_probes_get_the_env_files_settings_and_the_default_timeout(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    args = node.args()
+    del args["timeout"]
+    seen = {}
+    real = nvidia_gpu_validate.run_probe
+
+    def spy(argv, env, timeout, **kwargs):
+        seen.setdefault("timeouts", set()).add(timeout)
+        seen["cuda_home"] = env.get("CUDA_HOME")
+        return real(argv, env, timeout, **kwargs)
+    monkeypatch.setattr(nvidia_gpu_validate, "run_probe", spy)
+    assert run(capsys, args)["status"] == "passed"
+    assert seen == {"timeouts": {300}, "cuda_home": str(tmp_path / "cuda")}
