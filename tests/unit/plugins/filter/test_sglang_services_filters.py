@@ -408,3 +408,8 @@ def test_a_port_held_by_other_owners_names_them_all_in_one_sentence():
         "port 30000 of the eagle3 service is already in use on this host: a socket of uid 0, 1000 listens on it, not "
         "sglang's (another service; `ss -ltnp 'sport = :30000'` names it); stop that service or give eagle3 "
         "another port (sglang_services_common.port or sglang_services_eagle3.port)"]
+
+
+def test_an_extra_arg_keeps_its_case_and_loses_only_its_leading_dashes():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import extra_argv
+    assert extra_argv({"--X-debug_level": 2, "XLA": True}) == ["--X-debug-level", "2", "--XLA"]

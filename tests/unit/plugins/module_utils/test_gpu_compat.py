@@ -362,3 +362,23 @@ def test_backend_support_messages_whole_and_every_service_is_checked():
         "sglang_services_a: attention_backend fa3 cannot run on compute capability 12.0 (the host's GPUs; %s). Use one "
         "of: flashinfer, triton, trtllm_mha, trtllm_mla, or override the table with attention_backend_support" % FA3_ROW,
         "sglang_services_b: attention_backend_support names an unknown backend 'fa9'; the table knows " + ALL_BACKENDS]
+
+
+OK, BAD, SILENT = {"ok": True}, {"ok": False, "error": "NCCL error 5"}, {"ok": False}
+
+
+@pytest.mark.parametrize("mode, with_p2p, without_p2p, outcome", [
+    ("off", None, OK, (True, False, "NCCL all-reduce passed with NCCL_P2P_DISABLE=1 (sglang_services_nccl_p2p: off)")),
+    ("off", None, BAD, (True, True, "NCCL all-reduce failed with NCCL_P2P_DISABLE=1: NCCL error 5")),
+    ("off", None, None, (True, True, "NCCL all-reduce failed with NCCL_P2P_DISABLE=1: not run")),
+    ("auto", OK, None, (False, False, "NCCL all-reduce passed with P2P")),
+    ("on", SILENT, None, (False, True, "NCCL all-reduce failed with P2P: failed. sglang_services_nccl_p2p is on; fix "
+                                       "the GPUs' P2P path (IOMMU in passthrough, ACS off) or set it to auto or off")),
+    ("auto", BAD, OK, (True, False, "NCCL all-reduce failed with P2P (NCCL error 5) and passed with NCCL_P2P_DISABLE=1, "
+                                    "which is now in the service's environment: traffic goes through host memory, "
+                                    "slower. Check the IOMMU (passthrough) and PCIe ACS settings")),
+    ("auto", BAD, SILENT, (False, True, "NCCL all-reduce failed with P2P (NCCL error 5) and with NCCL_P2P_DISABLE=1 "
+                                        "(failed)")),
+])
+def test_nccl_p2p_outcome_messages_whole(mode, with_p2p, without_p2p, outcome):
+    assert gpu_compat.nccl_p2p_outcome(mode, with_p2p, without_p2p) == outcome

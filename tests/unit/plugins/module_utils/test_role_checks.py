@@ -237,6 +237,8 @@ def test_sglang_services_gpu_checks():
     ({"sglang_gateway_ca_bundle": "certs.pem"}, "sglang_gateway_ca_bundle must be an absolute path (start with /), got 'certs.pem'"),
     ({"sglang_gateway_state_dir": "/var/lib"}, "sglang_gateway_state_dir is /var/lib, a directory the system shares"),
     ({"sglang_gateway_python": "python3"}, "sglang_gateway_python must be an absolute path (start with /), got 'python3'"),
+    ({"sglang_gateway_wheelhouse_controller_dir": "wheels"},
+     "sglang_gateway_wheelhouse_controller_dir must be an absolute path (start with /), got 'wheels'"),
     ({"sglang_gateway_dp_aware": "perhaps"}, "sglang_gateway_dp_aware: 'perhaps' is not a boolean (use true or false)"),
     ({"sglang_gateway_port": 70000}, "sglang_gateway_port must be a port number in 1-65535, got 70000"),
     ({"sglang_services_endpoints": {"eagle3": {"url": "http://127.0.0.1:30080", "port": 30080}}},
@@ -253,6 +255,7 @@ def test_sglang_gateway(change, problem):
     {"sglang_gateway_index_url": "https://mirror.lan:8443/simple"}, {"sglang_gateway_index_url": "file:///srv/wheels"},
     {"sglang_gateway_index_url": "http://pypi"}, {"sglang_gateway_ca_bundle": ""}, {"sglang_gateway_ready_timeout": "30"},
     {"sglang_gateway_wheelhouse": "controller"}, {"sglang_gateway_allow_plaintext_secrets": "true"},
+    {"sglang_gateway_ready_timeout": 1},
 ])
 def test_sglang_gateway_good_values(change):
     assert rc.sglang_gateway_problems(dict(GATEWAY, **change)) == []

@@ -442,3 +442,16 @@ def test_a_missing_compiler_is_reported_with_its_command(tmp_path, capsys, ldcon
         "cannot run the C compiler %s (No such file or directory) to read the driver API from %s: install it (gcc; "
         "the cuda_toolkit role's host packages include it) or set cc" % (cc, cuda_h))
     assert result["cmd"] == [str(cc), "-E", "-P", "-I", os.path.dirname(cuda_h), "-x", "c", cuda_h]
+
+
+@needs_gcc
+def test_the_directories_made_are_0755_whatever_the_umask(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path)
+    home = tmp_path / "home"
+    old = os.umask(0)
+    try:
+        assert run(purelib, home, capsys)["_rc"] == 0
+    finally:
+        os.umask(old)
+    assert {sub: oct(os.stat(str(home / sub)).st_mode & 0o777) for sub in ("bin", "include", "lib64")} == {
+        "bin": "0o755", "include": "0o755", "lib64": "0o755"}

@@ -211,3 +211,13 @@ def test_the_summary_line_of_a_warm_cache_and_of_two_targets(fake, tmp_path, mon
                         FLASHINFER_CUDA_ARCH_LIST="10.3a 12.0f")
     assert (rc, out) == (0, "flashinfer_jit: FlashInfer %s targets 10.3a 12.0f, cache %s; built: none; up to date: none\n"
                          % (VERSION, fake.jit_dir("103a_120f", base=base)))
+
+
+def test_env_files_apply_in_order_and_the_later_wins(fake, tmp_path):
+    first, second = tmp_path / "first.env", tmp_path / "second.env"
+    first.write_text("FLASHINFER_CUDA_ARCH_LIST=10.3a\nMAX_JOBS=3\n")
+    second.write_text("FLASHINFER_CUDA_ARCH_LIST=12.0f\n")
+    rc, _out, err = cli(fake, "--env-file", str(first), "--env-file", str(second), "--modules", "sampling")
+    assert rc == 0, err
+    [build] = fake.builds
+    assert (build["env"]["FLASHINFER_CUDA_ARCH_LIST"], build["env"]["MAX_JOBS"]) == ("12.0f", "3")
