@@ -189,3 +189,82 @@ def test_an_entry_is_known_by_its_data_parallel_base_url_first():
 ])
 def test_worker_url_brackets_an_ipv6_literal_once(address, url):
     assert g.worker_url(address, "30000") == url
+
+
+# ---- what the mutation run found untested ----
+
+def strict(names):
+    """table(), asking as the matcher must: the port of the URL and TCP."""
+    inner = table(names)
+
+    def resolve(host, port, proto=0):
+        assert isinstance(port, int) and proto == socket.IPPROTO_TCP, (host, port, proto)
+        return inner(host, port, proto)
+    return resolve
+
+
+def test_a_scoped_ipv6_answer_is_its_address_and_the_resolver_is_asked_for_tcp_at_the_port():
+    resolve = strict({"node-a": ["fe80::1%eth0"]})
+    assert g.same_worker("http://node-a:30000", "http://[fe80::1]:30000", resolve=resolve)
+    assert g.workers_of([{"id": "a", "url": "http://[fe80::1]:30000"}], ["http://node-a:30000"], resolve=resolve)
+
+
+def test_a_worker_is_matched_against_every_wanted_one_not_only_the_first_of_its_port():
+    wanted = ["https://node-b:30000", "http://node-c:30001", "http://node-a:30000"]
+    entries = [{"id": "a", "url": "http://node-a:30000"}]
+    assert ids(g.workers_of(entries, wanted, resolve=None)) == ["a"]
+
+
+def test_names_that_resolve_to_one_address_are_one_worker_in_every_manifest_state():
+    resolve = strict({"node-a": ["10.0.0.1"], "node-a.lab": ["10.0.0.1"]})
+    entries = [{"url": "http://10.0.0.1:30000", "id": "kept"}]
+    # present: the inventory's name is the entry the manifest holds by address (kept, not added again)
+    assert g.edit_manifest(entries, [], ["http://node-a:30000", "http://node-a.lab:30000"], "present", resolve) == (
+        entries, [], [], [])
+    # drained: out of the manifest, recorded once
+    assert g.edit_manifest(entries, [], ["http://node-a:30000"], "drained", resolve) == (
+        [], ["http://node-a:30000"], [], ["http://10.0.0.1:30000"])
+    assert g.edit_manifest([], ["http://node-a.lab:30000"], ["http://node-a:30000"], "drained", resolve) == (
+        [], ["http://node-a.lab:30000"], [], [])
+    # present while drained under another name: stays out
+    assert g.edit_manifest(entries, ["http://node-a.lab:30000"], ["http://node-a:30000"], "present", resolve) == (
+        [], ["http://node-a.lab:30000"], [], ["http://10.0.0.1:30000"])
+    # undrained: back, unless the manifest holds it by its address
+    assert g.edit_manifest(entries, ["http://node-a.lab:30000"], ["http://node-a:30000"], "undrained", resolve) == (
+        entries, [], [], [])
+    # two entries of one worker under two names: one is kept
+    two = [{"url": "http://node-a:30000"}, {"url": "http://node-a.lab:30000"}]
+    assert g.edit_manifest(two, [], ["http://node-a:30000"], "present", resolve) == (
+        two[:1], [], [], ["http://node-a.lab:30000"])
+
+
+@pytest.mark.parametrize("document, error", [
+    ([], "the manifest must be {\"version\": 1, \"workers\": [...]}, got []"),
+    ({"version": 1, "workers": "http://a:1"}, "the manifest's workers must be a list, got 'http://a:1'"),
+    ({"version": 1, "workers": [{"url": "http://a:1", "labels": {}}]},
+     "a manifest worker is a dict with url and only %s, got {'url': 'http://a:1', 'labels': {}}"
+     % ", ".join(g.MANIFEST_WORKER_FIELDS)),
+    ({"version": 1, "workers": [{"url": "http://a:1/v1"}]},
+     "manifest worker: 'http://a:1/v1' is not a server's base URL (http://host:port, no path, query or user)"),
+])
+def test_a_manifest_the_gateway_would_refuse_is_named_whole(document, error):
+    with pytest.raises(g.ManifestError) as refused:
+        g.manifest_workers(document)
+    assert str(refused.value) == error
+
+
+def test_an_unknown_state_and_bad_urls_are_named_whole():
+    with pytest.raises(g.ManifestError) as refused:
+        g.edit_manifest([], [], [], "gone")
+    assert str(refused.value) == "state must be one of present, drained, undrained, got 'gone'"
+    with pytest.raises(g.WorkerURLError) as refused:
+        g.worker_identity("http://[::1")
+    assert str(refused.value) == "'http://[::1' is not a valid URL (Invalid IPv6 URL)"
+    with pytest.raises(g.WorkerURLError) as refused:
+        g.worker_identity("http://.:30000")
+    assert str(refused.value) == "'http://.:30000' is not an absolute http(s) URL (http://host:port)"
+    assert g.manifest_workers("") == [] and g.manifest_workers(None) == []
+
+
+def test_worker_url_takes_the_brackets_off_an_address_that_is_not_ipv6():
+    assert g.worker_url("[10.0.0.5]", 1) == "http://10.0.0.5:1"

@@ -16,6 +16,7 @@ with open(env["FAKE_LOG"], "a") as log:
     log.write(json.dumps({"probe": "allreduce" if "init_process_group" in code else "flashinfer",
                           "rank": env.get("RANK"), "devices": env.get("CUDA_VISIBLE_DEVICES"),
                           "p2p_disable": env.get("NCCL_P2P_DISABLE"), "nvls": env.get("NCCL_NVLS_ENABLE"),
+                          "bytes": env.get("BSG_ALLREDUCE_BYTES"),
                           "args": sys.argv[3:]}) + "\n")
 if "init_process_group" in code:
     world = int(env["WORLD_SIZE"])

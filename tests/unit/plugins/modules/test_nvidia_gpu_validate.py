@@ -290,3 +290,87 @@ def test_the_probes_get_the_env_files_settings_and_the_default_timeout(tmp_path,
     monkeypatch.setattr(nvidia_gpu_validate, "run_probe", spy)
     assert run(capsys, args)["status"] == "passed"
     assert seen == {"timeouts": {300}, "cuda_home": str(tmp_path / "cuda")}
+
+
+def test_the_probes_results_in_full(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "7")  # the task's own: each probe names its GPUs instead
+    result = run(capsys, node.args(allreduce_mib=2))
+    kernel = result["kernel"]
+    assert sorted(kernel) == ["build_seconds", "flags", "gpus", "nvcc"]
+    assert (kernel["nvcc"], kernel["flags"]) == (str(tmp_path / "cuda" / "bin" / "nvcc"),
+                                                  ["-gencode=arch=compute_90a,code=sm_90a"])
+    assert isinstance(kernel["build_seconds"], float)
+    [build] = node.nvcc_log.read_text().splitlines()
+    assert build.split()[:2] == ["-O2", "-o"] and build.split()[3].endswith("/validate.cu")
+    assert os.path.basename(build.split()[2]) == "validate"
+    [nccl] = result["nccl"]
+    [attempt] = nccl["attempts"]
+    assert attempt == {"p2p_disabled": False, "ok": True, "error": None, "seconds": attempt["seconds"]}
+    assert nccl == {"devices": [0, 1], "services": ["eagle3"], "attempts": [attempt], "ok": True, "p2p": True,
+                    "busbw_gbps": 21.5, "nccl": "2.28.9", "message": "NCCL all-reduce passed with P2P", "error": None,
+                    "p2p_disable": False, "tested": True, "seconds": round(attempt["seconds"], 1)}
+    probes = node.probes()
+    assert {p["devices"] for p in probes} == {"0,1"}
+    assert {p["bytes"] for p in probes if p["probe"] == "allreduce"} == {str(2 * 1024 * 1024)}
+    assert [p["args"] for p in probes if p["probe"] == "flashinfer"] == [['["sampling"]']]
+
+
+def test_one_gpu_runs_once_with_the_service_s_own_p2p_setting(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    node.env_file.write_text(node.env_file.read_text() + "NCCL_P2P_DISABLE=1\n")
+    result = run(capsys, node.args(gpus=[0], services={"eagle3": [0]}))
+    [nccl] = result["nccl"]
+    [attempt] = nccl["attempts"]
+    assert attempt["p2p_disabled"] is True
+    assert nccl == {"devices": [0], "services": ["eagle3"], "attempts": [attempt], "ok": True, "p2p": None,
+                    "busbw_gbps": None, "nccl": "2.28.9", "error": None, "p2p_disable": False, "tested": False,
+                    "seconds": round(attempt["seconds"], 1)}
+
+
+def test_two_gpus_try_p2p_first_even_when_the_env_file_disables_it(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    node.env_file.write_text(node.env_file.read_text() + "NCCL_P2P_DISABLE=1\n")
+    result = run(capsys, node.args())
+    assert [p["p2p_disable"] for p in node.probes() if p["probe"] == "allreduce"] == [None, None]
+    assert result["nccl"][0]["p2p"] is True
+
+
+def test_a_failed_attempt_and_nvcc_not_found_in_full(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail", no_p2p="fail")
+    node.env_file.write_text("FLASHINFER_CUDA_ARCH_LIST=9.0a\n")  # no CUDA_HOME
+    result = run(capsys, node.args(nccl_p2p="on"))
+    assert result["kernel"] == {"nvcc": os.path.join("bin", "nvcc"), "flags": ["-gencode=arch=compute_90a,code=sm_90a"],
+                                "build_seconds": 0.0, "gpus": [],
+                                "error": "nvcc not found at bin/nvcc (set CUDA_HOME in the env files, or nvcc)"}
+    [nccl] = result["nccl"]
+    message = ("NCCL all-reduce failed with P2P: DistBackendError: NCCL error: unhandled cuda error. "
+               "sglang_services_nccl_p2p is on; fix the GPUs' P2P path (IOMMU in passthrough, ACS off) or set it to "
+               "auto or off")
+    assert {key: nccl[key] for key in ("ok", "p2p", "busbw_gbps", "nccl", "message", "error", "p2p_disable")} == {
+        "ok": False, "p2p": True, "busbw_gbps": None, "nccl": None, "message": message, "error": message,
+        "p2p_disable": False}
+
+
+@pytest.mark.parametrize("text, why", [
+    (None, "(No such file or directory)"),
+    ("not a line of KEY=VALUE\n", None),
+])
+def test_an_env_file_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch, text, why):
+    node = Node(tmp_path, monkeypatch)
+    path = tmp_path / "service.env"
+    if text is not None:
+        path.write_text(text)
+    msg = run(capsys, node.args(env_file=[str(path)]))["msg"]
+    if why is None:
+        with pytest.raises(nvidia_gpu_validate.JitCacheError) as error:
+            nvidia_gpu_validate.read_env_file(str(path))
+        assert msg == "cannot read env_file %s: %s" % (path, error.value)
+    else:
+        assert msg == "cannot read env_file %s %s" % (path, why)
+
+
+def test_a_gpu_a_service_names_that_the_host_lacks_is_named_in_full(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    assert run(capsys, node.args(services={"eagle3": [0, 7, 9]}))["msg"] == (
+        "service eagle3 uses GPU 7,9, which this host does not have (GPUs 0,1)")
