@@ -602,9 +602,10 @@ def _merge(root, manifest, workspace, jit_rel, incoming, ninja, result):
                 fresh, explain = ninja_up_to_date(target, ninja)
             except KernelCacheError as exc:
                 fresh, explain = False, str(exc)
-            if fresh and module_problem(jit_dir, name) is None:
+            problem = module_problem(jit_dir, name)
+            if fresh and problem is None:
                 result["seeded"].append(name)
             else:
                 shutil.rmtree(target)
-                result["rejected_modules"][name] = explain or "its .so is %s" % module_problem(jit_dir, name)
+                result["rejected_modules"][name] = explain or "its .so is %s" % problem
     result["skipped_modules"].sort()
