@@ -72,18 +72,21 @@ def test_a_probe_that_cannot_start():
 
 # Stands in for the venv's python running ALLREDUCE_WORKER: answers with the environment it was given
 # (rank 0's answer is the result), fails as the rank in FAKE_FAIL_RANK, hangs as FAKE_HANG_RANK.
+# The stand-in's answer: the environment the launcher gave it (only the names it sets).
+ANSWER = ("import json, os; print('starting'); print(json.dumps(dict(ok=True, env={k: v for k, v in os.environ.items() "
+          "if k.startswith(('BSG_', 'MASTER_', 'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'CUDA_VISIBLE'))})))")
 WORKER = """#!/bin/sh
 [ "$RANK" = "$FAKE_HANG_RANK" ] && {{ echo "rank $RANK waiting for peers" >&2; exec sleep 60; }}
 [ "$RANK" = "$FAKE_FAIL_RANK" ] && {{ echo "log line"; echo '{{"ok": false, "error": "rank '$RANK' failed"}}'; exit 1; }}
 [ "$RANK" = "$FAKE_SILENT_RANK" ] && exit 3
-exec {python} -c 'import json, os; print("starting"); print(json.dumps(dict(ok=True, env={{k: v for k, v in os.environ.items() if k.startswith(("BSG_", "MASTER_", "RANK", "LOCAL_RANK", "WORLD_SIZE", "CUDA_VISIBLE"))}})))'
+exec {python} -c "{answer}"
 """
 
 
 @pytest.fixture
 def worker(tmp_path):
     path = tmp_path / "python"
-    path.write_text(WORKER.format(python=sys.executable))
+    path.write_text(WORKER.format(python=sys.executable, answer=ANSWER))
     path.chmod(0o755)
     return str(path)
 

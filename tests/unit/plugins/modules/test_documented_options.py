@@ -39,7 +39,7 @@ def documentation(module):
     doc = yaml.safe_load(module.DOCUMENTATION)
     options = {}
     for fragment in doc.get("extends_documentation_fragment") or []:
-        collection, _, name = fragment.rpartition(".")
+        collection, name = fragment.rsplit(".", 1)
         if collection == "ansible.builtin.action_common_attributes" or name in ("action_common_attributes", "facts"):
             continue  # attributes only
         package = ("ansible.plugins.doc_fragments." if collection == "ansible.builtin"

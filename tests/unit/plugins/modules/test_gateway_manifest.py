@@ -152,10 +152,10 @@ def test_the_files_are_replaced_from_a_temporary_file_beside_them(capsys, tmp_pa
     ("{not json", None, "the gateway manifest {path} is not JSON (Expecting property name enclosed in double quotes: "
                         "line 1 column 2 (char 1))"),
     ('{"version": 1, "workers": []}', '{"a": 1}', "the drained list {drained} must be a JSON list of URLs, got {{'a': 1}}"),
-    ('{"version": 1, "workers": []}', '["%s", 7]' % A, "the drained list {drained} must be a JSON list of URLs, got "
-                                                      "['%s', 7]" % A),
-    ('{"version": 1, "workers": []}', "{broken", "the drained list {drained} is not JSON (Expecting property name "
-                                                 "enclosed in double quotes: line 1 column 2 (char 1))"),
+    ('{"version": 1, "workers": []}', '["%s", 7]' % A,
+     "the drained list {drained} must be a JSON list of URLs, got ['%s', 7]" % A),
+    ('{"version": 1, "workers": []}', "{broken",
+     "the drained list {drained} is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
 ])
 def test_unreadable_files_are_named_in_full(capsys, tmp_path, manifest_text, drained_text, why):
     (tmp_path / "workers.json").write_text(manifest_text)
