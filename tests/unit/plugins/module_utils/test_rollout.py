@@ -440,6 +440,7 @@ def test_gpus_of_mixed_models_and_unknown_fields():
 @pytest.mark.parametrize("before, staged, now, venv", [
     ("/opt/sglang/venvs/aaaa/", "/opt/sglang/venvs/bbbb/", "/opt/sglang/venvs/aaaa/", "aaaa (staged bbbb)"),
     ("aaaa", "bbbb", "bbbb", "aaaa -> bbbb"),   # ids without a directory
+    ("/v/venvX/", "/v/bbbb", "/v/bbbb", "venvX -> bbbb"),
 ])
 def test_venv_ids_from_paths_with_a_trailing_slash_or_none(before, staged, now, venv):
     row = r.fleet_report_row("h", {"venv_before": before, "venv_staged": staged, "venv_now": now, "seconds": ""})

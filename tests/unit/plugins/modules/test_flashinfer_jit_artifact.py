@@ -243,3 +243,15 @@ def test_a_pack_records_the_environment_it_was_given(fake, capsys, env_file, tmp
     ok(run(fake, capsys, env_file=env_file, dest=str(tmp_path / "a.tar.gz"), stamp=str(stamp)))
     monkeypatch.delenv("SET_BY_AN_IMPORT", raising=False)  # the next module run is a new process
     assert ok(run(fake, capsys, env_file=env_file, stamp=str(stamp)))["verified"] == "unchanged"
+
+
+def test_warmable_names_are_those_flashinfer_has_a_generator_for_in_its_module_or_its_jit_package(fake):
+    # FlashInfer keeps most generators in flashinfer.jit.<name>, some only in flashinfer.jit itself.
+    with open(str(fake.site / "flashinfer" / "jit" / "__init__.py"), "a") as handle:
+        handle.write("\ndef gen_topk_module():\n    return None\n")
+    drop_flashinfer_modules()
+    try:
+        names = flashinfer_jit_artifact.warmable(["not-a-name", "custom_0a1b", "topk", "sampling", "gone"])
+    finally:
+        drop_flashinfer_modules()
+    assert names == ["topk", "sampling"]

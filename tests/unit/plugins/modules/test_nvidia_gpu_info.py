@@ -303,6 +303,8 @@ def test_two_gpus_of_two_generations_read_the_topology_and_sort_by_version(tmp_p
 
 @pytest.mark.parametrize("topo, topo_rc, warning", [
     ("/dev/null", 3, "nvidia-smi topo -m failed, interconnect unknown: nvidia-smi exited with rc 3: no output"),
+    ("h200_x1.query.txt", 3, "nvidia-smi topo -m failed, interconnect unknown: nvidia-smi exited with rc 3: 0, NVIDIA "
+                             "H200, GPU-136776ba-b0aa-4150-9136-8edbb71703a0, 9.0, 143771, 570.172.08"),
     ("driver_not_loaded.txt", 0, "could not read nvidia-smi topo -m, interconnect unknown: no GPU header line (GPU0 GPU1 ...) in "
                                  "nvidia-smi topo -m output"),
 ])
@@ -325,3 +327,12 @@ def test_a_topology_command_that_cannot_start_is_one_warning(tmp_path, capsys, m
     assert warnings_of(result) == [
         "nvidia-smi topo -m failed, interconnect unknown: cannot run %s (Exec format error): reinstall the NVIDIA "
         "driver (its nvidia-smi is damaged) or set nvidia_smi_path to a working nvidia-smi" % smi.path]
+
+
+def test_a_topology_failure_names_what_nvidia_smi_printed_on_stderr(tmp_path, capsys):
+    smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt")
+    query = os.path.join(FIXTURES, "b300_x8.query.txt")
+    smi.path.write_text('#!/bin/sh\n[ "$1" = topo ] && { echo "topology unavailable" >&2; exit 3; }\ncat "%s"\n' % query)
+    result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
+    assert warnings_of(result) == [
+        "nvidia-smi topo -m failed, interconnect unknown: nvidia-smi exited with rc 3: topology unavailable"]
