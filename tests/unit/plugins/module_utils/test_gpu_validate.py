@@ -138,3 +138,15 @@ def test_gencode_without_a_target_is_named():
 
 def test_last_json_skips_a_broken_line_and_reads_on():
     assert gpu_validate.last_json('{"a": 1}\n{"b": \n') == {"a": 1}
+
+
+def test_an_answer_is_read_from_its_exit_status_first_and_timed_to_a_tenth():
+    assert gpu_validate._answer(1, '{"ok": true}\n', "", 1.26) == {
+        "ok": False, "error": "exit status 1: {\"ok\": true}", "seconds": 1.3}
+    assert gpu_validate._answer(2, "", "", 0.04) == {"ok": False, "error": "exit status 2: no output", "seconds": 0.0}
+    assert gpu_validate._answer(0, '{"ok": true, "x": 1}', "", 0.96) == {"ok": True, "x": 1, "seconds": 1.0}
+
+
+def test_tail_keeps_the_last_three_lines():
+    assert gpu_validate.tail("1\n 2\n3\n4 \n5\n") == "3 | 4 | 5"
+    assert gpu_validate.tail(None) == "" and gpu_validate.tail("") == ""

@@ -455,3 +455,34 @@ def test_the_directories_made_are_0755_whatever_the_umask(tmp_path, capsys, ldco
         os.umask(old)
     assert {sub: oct(os.stat(str(home / sub)).st_mode & 0o777) for sub in ("bin", "include", "lib64")} == {
         "bin": "0o755", "include": "0o755", "lib64": "0o755"}
+
+
+def test_wheels_without_nvcc_fail_with_the_whole_advice(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path, with_nvcc=False)
+    assert run(purelib, tmp_path / "home", capsys)["msg"] == (
+        "no bin/nvcc in the cuda-toolkit wheels under %s: this toolkit's wheels carry no compiler; install it with "
+        "cuda_toolkit_install_method=apt" % (purelib / "nvidia"))
+
+
+def test_a_failure_reports_the_wheels_it_read_and_what_it_did(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path)
+    result = run(purelib, tmp_path / "home", capsys, cc=tmp_path / "no-such-cc")
+    assert (result["components"], result["site_packages"], result["changed"]) == (["cu13"], str(purelib), True)
+
+
+@needs_gcc
+def test_one_hundred_entry_points_make_a_stub_and_it_is_0755(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path, entry_points=98)  # with cuInit and cuMemAlloc: 100
+    home = tmp_path / "home"
+    assert run(purelib, home, capsys)["_rc"] == 0
+    assert oct(os.stat(str(home / "lib64" / "stubs" / "libcuda.so")).st_mode & 0o777) == "0o755"
+
+
+def test_dangling_links_in_bin_and_include_are_removed_too(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path)
+    home = tmp_path / "home"
+    run(purelib, home, capsys, cc=tmp_path / "no-such-cc")  # lays out the links, then fails at the stub
+    for sub in ("bin", "include"):
+        os.symlink(str(tmp_path / "gone"), str(home / sub / "old-tool"))
+    run(purelib, home, capsys, cc=tmp_path / "no-such-cc")
+    assert not os.path.lexists(str(home / "bin" / "old-tool")) and not os.path.lexists(str(home / "include" / "old-tool"))
