@@ -169,6 +169,12 @@ def test_good_settings_have_no_problems():
      []),
     ({'port': 1, 'metrics_port': 65535},   # the ends of the range
      []),
+    ({'request_timeout': 1, 'worker_startup_timeout': '1'},
+     []),
+    ({'request_timeout': True},
+     ['sglang_gateway_request_timeout must be a whole number of seconds >= 1, got True']),
+    ({'extra_args': ['--port']},   # not a dict: refused whole, its items not read as flags
+     ["sglang_gateway_extra_args must be a dict {flag: value}, got ['--port']"]),
 ])
 def test_bad_settings_are_named(change, problems):
     assert g.gateway_problems(dict(GOOD, **change)) == problems
