@@ -938,3 +938,95 @@ def test_a_workspace_without_modules_seeds_its_other_files_at_any_depth(tmp_path
     result = kc.seed(str(artifact), sha(artifact), key, str(ws), str(jit), ninja=None)
     assert result == {"seeded": [], "rejected": None, "rejected_modules": {}, "skipped_modules": [], "removed": []}
     assert (deep / "kernel.json").read_text() == "{}" and (jit / "README").exists()
+
+
+# ---- the artifact's reading and ninja's running, each failure whole ----
+
+def tar_gz_with_manifest(path, data):
+    with tarfile.open(str(path), "w:gz") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+
+def open_fails(path):
+    with pytest.raises((kc.KernelCacheError, kc.Rejected)) as failed:
+        kc._open_artifact(str(path), sha(path) if path.exists() else "0" * 64, {})
+    return "%s: %s" % (type(failed.value).__name__, failed.value)
+
+
+def test_an_artifact_that_cannot_be_read_is_named(tmp_path):
+    missing = tmp_path / "missing.tar.gz"
+    assert open_fails(missing) == "KernelCacheError: cannot read the artifact: %s" % kc.os_error_reason(
+        FileNotFoundError(2, "No such file or directory", str(missing)))
+    bad = tmp_path / "bad.tar.gz"
+    tar_gz_with_manifest(bad, b"{not json")
+    assert open_fails(bad) == ("Rejected: manifest.json of %s is not JSON (Expecting property name enclosed in double "
+                               "quotes: line 1 column 2 (char 1))" % bad)
+    cut = tmp_path / "cut.tar.gz"
+    tar_gz_with_manifest(cut, os.urandom(100000).hex().encode())
+    cut.write_bytes(cut.read_bytes()[:30000])
+    assert open_fails(cut) == ("Rejected: cannot read %s (Compressed file ended before the end-of-stream marker was "
+                               "reached)" % cut)
+    assert kc.read_manifest_of(str(bad)) is None and kc.read_manifest_of(str(cut)) is None
+    assert kc.read_manifest_of(str(missing)) is None
+
+
+def test_a_manifest_that_is_not_first_or_not_a_file_is_no_manifest(tmp_path):
+    path = tmp_path / "a.tar.gz"
+    with tarfile.open(str(path), "w:gz") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+    assert kc.read_manifest_of(str(path)) is None
+    with tarfile.open(str(path), "w:gz") as tar:
+        for name in ("workspace/x", "manifest.json"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"{}"))
+    assert kc.read_manifest_of(str(path)) is None
+    tar_gz_with_manifest(path, b'{"format": 1}')
+    assert kc.read_manifest_of(str(path)) == {"format": 1}
+
+
+def test_ninja_is_run_in_the_module_dir_with_its_output_read_and_a_failure_named(tmp_path):
+    module_dir = tmp_path / "m"
+    module_dir.mkdir()
+    (module_dir / "build.ninja").write_text("rule x\n  command = false\nbuild out: x\n")
+    done = kc._ninja(NINJA, str(module_dir), "-t", "targets")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "out: x\n", "")
+    with pytest.raises(kc.KernelCacheError) as failed:
+        kc._ninja(str(tmp_path / "no-ninja"), str(module_dir))
+    assert str(failed.value) == ("cannot run %s (No such file or directory): reinstall the venv's ninja (pip install "
+                                 "ninja) or put a working ninja first on PATH" % (tmp_path / "no-ninja"))
+    with pytest.raises(kc.KernelCacheError) as failed:
+        kc.settle_ninja(str(module_dir), "/bin/false", 1)
+    assert str(failed.value) == "ninja -t restat failed in %s: exit status 1" % module_dir
+
+
+def test_find_ninja_and_the_jit_dir_refusals_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(kc.KernelCacheError) as failed:
+        kc.find_ninja()
+    assert str(failed.value) == ("ninja not found on PATH=%s: put the SGLang venv's bin (which has the ninja wheel's "
+                                 "ninja) first on PATH, as the flashinfer role's environment file does" % tmp_path)
+    for jit_dir in ("/ws", "/", "/other/jit", "../jit"):
+        with pytest.raises(kc.KernelCacheError) as failed:
+            kc.jit_relpath("/ws", jit_dir)
+        assert str(failed.value) == ("FlashInfer's JIT dir %s is not inside the workspace /ws: set "
+                                     "FLASHINFER_WORKSPACE_BASE to the workspace (the flashinfer role's environment "
+                                     "file does)" % jit_dir)
+    assert (kc.jit_relpath("/ws", "a/b/"), kc.jit_relpath("/ws", "/ws/a/./b")) == ("a/b", "a/b")
+
+
+def test_set_mtimes_sets_a_file_or_every_file_of_a_tree_but_not_through_a_link(tmp_path):
+    (tmp_path / "d" / "e").mkdir(parents=True)
+    (tmp_path / "d" / "e" / "f").write_text("x")
+    (tmp_path / "g").write_text("y")
+    os.symlink(str(tmp_path / "g"), str(tmp_path / "d" / "link"))
+    before = os.lstat(str(tmp_path / "g")).st_mtime_ns
+    kc.set_mtimes(str(tmp_path / "d"), 10**18)
+    assert os.stat(str(tmp_path / "d" / "e" / "f")).st_mtime_ns == 10**18
+    assert os.lstat(str(tmp_path / "g")).st_mtime_ns == before
+    kc.set_mtimes(str(tmp_path / "g"), 2 * 10**18)
+    assert os.stat(str(tmp_path / "g")).st_mtime_ns == 2 * 10**18
