@@ -244,6 +244,8 @@ def test_names_that_resolve_to_one_address_are_one_worker_in_every_manifest_stat
     ({"version": 1, "workers": [{"url": "http://a:1", "labels": {}}]},
      "a manifest worker is a dict with url and only %s, got {'url': 'http://a:1', 'labels': {}}"
      % ", ".join(g.MANIFEST_WORKER_FIELDS)),
+    ({"version": 1, "workers": [{"id": "u-1"}]},
+     "a manifest worker is a dict with url and only %s, got {'id': 'u-1'}" % ", ".join(g.MANIFEST_WORKER_FIELDS)),
     ({"version": 1, "workers": [{"url": "http://a:1/v1"}]},
      "manifest worker: 'http://a:1/v1' is not a server's base URL (http://host:port, no path, query or user)"),
 ])
@@ -268,3 +270,10 @@ def test_an_unknown_state_and_bad_urls_are_named_whole():
 
 def test_worker_url_takes_the_brackets_off_an_address_that_is_not_ipv6():
     assert g.worker_url("[10.0.0.5]", 1) == "http://10.0.0.5:1"
+
+
+def test_a_worker_named_twice_in_the_inventory_is_added_once():
+    resolve = strict({"node-a": ["10.0.0.1"], "node-a.lab": ["10.0.0.1"]})
+    wanted = ["http://node-a:30000", "http://node-a:30000/", "http://node-a.lab:30000"]
+    assert g.edit_manifest([], [], wanted, "present", resolve) == (
+        [{"url": "http://node-a:30000"}], [], ["http://node-a:30000"], [])

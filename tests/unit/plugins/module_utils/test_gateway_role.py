@@ -173,6 +173,8 @@ def test_good_settings_have_no_problems():
      []),
     ({'request_timeout': True},
      ['sglang_gateway_request_timeout must be a whole number of seconds >= 1, got True']),
+    ({'extra_args': {'Xport': 1}},   # only leading dashes are taken off a flag: --Xport is not the role's --port
+     []),
     ({'extra_args': ['--port']},   # not a dict: refused whole, its items not read as flags
      ["sglang_gateway_extra_args must be a dict {flag: value}, got ['--port']"]),
 ])

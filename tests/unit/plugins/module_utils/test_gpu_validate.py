@@ -76,6 +76,9 @@ def test_a_probe_that_cannot_start():
 ANSWER = ("import json, os; print('starting'); print(json.dumps(dict(ok=True, env={k: v for k, v in os.environ.items() "
           "if k.startswith(('BSG_', 'MASTER_', 'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'CUDA_VISIBLE'))})))")
 WORKER = """#!/bin/sh
+[ "$1" = "-c" ] || exit 9
+[ "$RANK" = "$FAKE_QUIET_HANG_RANK" ] && exec sleep 60
+[ "$RANK" = "$FAKE_STDERR_RANK" ] && {{ echo "Traceback: NCCL error" >&2; exit 2; }}
 [ "$RANK" = "$FAKE_HANG_RANK" ] && {{ echo "rank $RANK waiting for peers" >&2; exec sleep 60; }}
 [ "$RANK" = "$FAKE_FAIL_RANK" ] && {{ echo "log line"; echo '{{"ok": false, "error": "rank '$RANK' failed"}}'; exit 1; }}
 [ "$RANK" = "$FAKE_SILENT_RANK" ] && exit 3
@@ -100,6 +103,7 @@ def test_each_rank_gets_the_rendezvous_and_the_sizes(worker):
                    "LOCAL_RANK": "0", "BSG_ALLREDUCE_BYTES": "1048576", "BSG_ALLREDUCE_ITERS": "20",
                    "BSG_ALLREDUCE_TIMEOUT": "10"}
     assert result["ok"] is True and round(result["seconds"], 1) == result["seconds"] < 10
+    assert sorted(result) == ["env", "ok", "seconds"] and isinstance(result["seconds"], float)
     assert gpu_validate.run_allreduce(worker, [0], {}, 0.5, 1)["env"]["BSG_ALLREDUCE_TIMEOUT"] == "1"
 
 
@@ -111,6 +115,10 @@ def test_the_first_failing_rank_is_the_result(worker, monkeypatch):
     monkeypatch.setenv("FAKE_SILENT_RANK", "0")
     result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
     assert (result["ok"], result["error"]) == (False, "exit status 3: no output")
+    monkeypatch.setenv("FAKE_SILENT_RANK", "")
+    monkeypatch.setenv("FAKE_STDERR_RANK", "1")
+    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
+    assert (result["ok"], result["error"]) == (False, "exit status 2: Traceback: NCCL error")
 
 
 def test_a_hanging_rank_is_named_with_its_last_output(worker, monkeypatch):
@@ -122,6 +130,11 @@ def test_a_hanging_rank_is_named_with_its_last_output(worker, monkeypatch):
         False, "no answer within 1 s (a hang: NCCL waits for a peer it cannot reach); killed. Last output: rank 0 "
                "waiting for peers")
     assert round(result["seconds"], 1) == result["seconds"] and 1 <= result["seconds"] < 10
+    assert isinstance(result["seconds"], float)
+    monkeypatch.setenv("FAKE_HANG_RANK", "")
+    monkeypatch.setenv("FAKE_QUIET_HANG_RANK", "1")
+    assert gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 1, 1)["error"] == (
+        "no answer within 1 s (a hang: NCCL waits for a peer it cannot reach); killed. Last output: none")
 
 
 def test_an_interpreter_that_cannot_start_is_named(tmp_path):

@@ -1,7 +1,7 @@
 """Stands in for the SGLang venv's python (torch, FlashInfer, NCCL on GPUs) in the nvidia_gpu_validate
 tests: CI has no GPU. Called as `python -c PROBE [args]`, it answers as the real probe would, from
 FAKE_* variables the test puts in the probes' environment:
-  FAKE_FLASHINFER=ok|fail, FAKE_P2P=ok|fail|hang (the all-reduce with P2P allowed),
+  FAKE_FLASHINFER=ok|fail|crash (crash: dies without an answer), FAKE_P2P=ok|fail|hang (the all-reduce with P2P allowed),
   FAKE_NO_P2P=ok|fail (with NCCL_P2P_DISABLE=1). Each call is logged to FAKE_LOG as one JSON line.
 """
 
@@ -30,6 +30,9 @@ if "init_process_group" in code:
                       "busbw_gbps": 21.5 if world > 1 else None}))
 else:
     devices = env["CUDA_VISIBLE_DEVICES"].split(",")
+    if env.get("FAKE_FLASHINFER") == "crash":
+        sys.stderr.write("Segmentation fault\n")
+        sys.exit(139)
     if env.get("FAKE_FLASHINFER", "ok") != "ok":
         print(json.dumps({"ok": False, "loaded": [], "gpus": [],
                           "error": "RuntimeError: JIT module sampling is not pre-warmed"}))

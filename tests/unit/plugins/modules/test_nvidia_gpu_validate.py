@@ -374,3 +374,29 @@ def test_a_gpu_a_service_names_that_the_host_lacks_is_named_in_full(tmp_path, ca
     node = Node(tmp_path, monkeypatch)
     assert run(capsys, node.args(services={"eagle3": [0, 7, 9]}))["msg"] == (
         "service eagle3 uses GPU 7,9, which this host does not have (GPUs 0,1)")
+
+
+def test_two_modules_two_targets_and_two_services_are_each_named(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, p2p="fail", kernel_fail="1")
+    result = run(capsys, node.args(targets=["9.0a", "10.0a"], flashinfer_modules=["sampling", "topk"],
+                                   services={"eagle3": [], "dflash": []}))
+    assert result["msg"] == ("GPU validation failed: kernel on GPU 1 (targets 9.0a 10.0a): cudaErrorNoKernelImageForDevice: "
+                             "no kernel image is available for execution on the device")
+    assert "FlashInfer sampling topk loaded and sampled on 0,1" in result["summary"]
+    assert warnings_of(result)[0].startswith("GPUs 0,1 (dflash, eagle3): NCCL all-reduce failed with P2P")
+    [nccl] = result["nccl"]
+    assert len(nccl["attempts"]) == 2 and isinstance(nccl["seconds"], float)
+    assert nccl["seconds"] == round(sum(attempt["seconds"] for attempt in nccl["attempts"]), 1)
+
+
+def test_off_marks_its_only_attempt_as_without_p2p(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch)
+    [nccl] = run(capsys, node.args(nccl_p2p="off"))["nccl"]
+    assert [attempt["p2p_disabled"] for attempt in nccl["attempts"]] == [True]
+
+
+def test_a_flashinfer_probe_that_dies_without_an_answer_is_named(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, flashinfer="crash")
+    result = run(capsys, node.args())
+    assert result["msg"] == "GPU validation failed: FlashInfer: exit status 139: Segmentation fault"
+    assert "FlashInfer modules FAILED on 0,1" in result["summary"]
