@@ -486,3 +486,32 @@ def test_dangling_links_in_bin_and_include_are_removed_too(tmp_path, capsys, ldc
         os.symlink(str(tmp_path / "gone"), str(home / sub / "old-tool"))
     run(purelib, home, capsys, cc=tmp_path / "no-such-cc")
     assert not os.path.lexists(str(home / "bin" / "old-tool")) and not os.path.lexists(str(home / "include" / "old-tool"))
+
+
+@needs_gcc
+def test_the_compiler_path_is_taken_as_it_is_and_the_stub_built_in_a_directory_of_its_own(tmp_path, capsys, ldconfig,
+                                                                                           monkeypatch):
+    purelib = make_venv(tmp_path)
+    (purelib / "nvidia" / "cu13" / "lib" / "cmake").mkdir()  # a directory among the libraries: passed over
+    shutil.rmtree(str(purelib / "nvidia" / "cu13" / "nvvm"))
+    cc = tmp_path / "my$cc"  # a literal "$": no variable of the module's environment is expanded in it
+    cc.write_text('#!/bin/sh\nexec gcc "$@"\n')
+    cc.chmod(0o755)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(str(cwd))
+    home = tmp_path / "home"
+    assert run(purelib, home, capsys, cc=cc)["_rc"] == 0
+    assert os.path.islink(str(home / "lib64" / "libcudart.so.13")) and not os.path.lexists(str(home / "nvvm"))
+    assert os.listdir(str(cwd)) == []  # nothing built where the module happened to run
+
+
+@needs_gcc
+def test_a_link_that_fails_names_the_stub(tmp_path, capsys, ldconfig):
+    purelib = make_venv(tmp_path)
+    home = tmp_path / "home"
+    cc = tmp_path / "cc"
+    cc.write_text('#!/bin/sh\ncase "$*" in *-shared*) echo "ld: cannot find crti.o" >&2; exit 1;; esac\nexec gcc "$@"\n')
+    cc.chmod(0o755)
+    assert run(purelib, home, capsys, cc=cc)["msg"] == "%s failed to build the link-time stub %s (rc 1): ld: cannot find crti.o" % (
+        cc, home / "lib64" / "stubs" / "libcuda.so")
