@@ -889,10 +889,10 @@ def test_a_module_built_meanwhile_is_skipped(project, monkeypatch):
     project.build_all()
     project.pack()
     project.move_away()
-    project.build("topk")  # whole by the time the merge reaches it
+    project.build("sampling")  # whole by the time the merge reaches it; the next module is still seeded
     monkeypatch.setattr(kc, "_plan", lambda manifest, jit_dir: (sorted(manifest["modules"]), []))
     result = project.seed()
-    assert (result["seeded"], result["skipped_modules"]) == (["sampling"], ["topk"])
+    assert (result["seeded"], result["skipped_modules"]) == (["topk"], ["sampling"])
 
 
 @needs_gcc
@@ -1030,3 +1030,98 @@ def test_set_mtimes_sets_a_file_or_every_file_of_a_tree_but_not_through_a_link(t
     assert os.lstat(str(tmp_path / "g")).st_mtime_ns == before
     kc.set_mtimes(str(tmp_path / "g"), 2 * 10**18)
     assert os.stat(str(tmp_path / "g")).st_mtime_ns == 2 * 10**18
+
+
+# ---- the rest of the survivors: write failures, the manifest's bytes, the workspace walk ----
+
+def small_workspace(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "triton" / "k").mkdir(parents=True)
+    (ws / "triton" / "k" / "a.lock").write_text("")
+    (ws / "triton" / "k" / "a.so").write_bytes(b"")   # broken: left out
+    (ws / "triton" / "k" / "b.json").write_text("{}")
+    (ws / "jit" / "tmp").mkdir(parents=True)
+    (ws / "jit" / "tmp" / "x.txt").write_text("FlashInfer's lock dir")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "c.txt").write_text("outside")
+    os.symlink(str(tmp_path / "elsewhere"), str(ws / "linked"))
+    return ws, kc.cache_key("/v", str(ws), VERSION, [], "/c", "13.0", "0")
+
+
+def test_the_workspace_walk_passes_over_locks_broken_objects_the_lock_dir_and_links(tmp_path):
+    ws, _key = small_workspace(tmp_path)
+    files, modules, left_out = kc.workspace_files(str(ws), "jit")
+    assert (files, modules, left_out) == (["triton/k/b.json"], [], ["triton/k/a.so: empty (0 bytes)"])
+
+
+def test_the_manifest_is_sorted_json_of_mode_0644(tmp_path):
+    ws, key = small_workspace(tmp_path)
+    kc.pack(str(ws), key, str(tmp_path / "a.tar.gz"), "jit")
+    with tarfile.open(str(tmp_path / "a.tar.gz"), "r:gz") as tar:
+        member = tar.next()
+        text = tar.extractfile(member).read()
+    assert member.mode == 0o644
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=1).encode("utf-8")
+
+
+@pytest.mark.parametrize("broken", ["mkstemp", "replace"])
+def test_an_artifact_that_cannot_be_written_is_named_and_leaves_nothing(tmp_path, monkeypatch, broken):
+    ws, key = small_workspace(tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(kc.tempfile if broken == "mkstemp" else os, broken, full)
+    with pytest.raises(kc.KernelCacheError) as failed:
+        kc.pack(str(ws), key, str(store / "a.tar.gz"), "jit")
+    assert str(failed.value) == "cannot write the artifact: %s" % kc.os_error_reason(OSError(28, "No space left on device"))
+    assert os.listdir(str(store)) == []
+
+
+def test_a_seed_that_fails_on_the_host_names_the_workspace(tmp_path, monkeypatch):
+    ws, key = small_workspace(tmp_path)
+    artifact = tmp_path / "a.tar.gz"
+    kc.pack(str(ws), key, str(artifact), "jit")
+    shutil.rmtree(str(ws))
+
+    def full(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(kc.shutil, "move", full)
+    with pytest.raises(kc.KernelCacheError) as failed:
+        kc.seed(str(artifact), sha(artifact), key, str(ws), "jit")
+    assert str(failed.value) == "cannot seed %s: %s" % (ws, kc.os_error_reason(OSError(28, "No space left on device")))
+
+
+def test_a_workspace_without_a_jit_dir_packs_and_seeds_its_other_files(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "triton").mkdir(parents=True)
+    (ws / "triton" / "k.json").write_text("{}")
+    key = kc.cache_key("/v", str(ws), VERSION, [], "/c", "13.0", "0")
+    artifact = tmp_path / "a.tar.gz"
+    kc.pack(str(ws), key, str(artifact), "jit")
+    shutil.rmtree(str(ws))
+    assert kc.seed(str(artifact), sha(artifact), key, str(ws), "jit")["rejected"] is None
+    assert (ws / "triton" / "k.json").read_text() == "{}"
+
+
+def test_small_helpers_whole(tmp_path, monkeypatch):
+    assert kc.key_differences({"a": 1, "b": 2}, {"a": 1}) == ["b (artifact null, host 2)"]
+    assert kc._safe_rel("workspace/aX") == "workspace/aX"
+    with pytest.raises(kc.KernelCacheError) as failed:
+        kc.settle_ninja(str(tmp_path), NINJA, 1)
+    assert str(failed.value) == "%s has no build.ninja: it will be built locally" % tmp_path
+    (tmp_path / "build.ninja").write_text("")
+    assert kc.ninja_up_to_date(str(tmp_path), "/bin/false") == (False, "exit status 1")
+    # A deps log named without a directory is rewritten in the working directory; a failed replace leaves nothing.
+    monkeypatch.chdir(str(tmp_path))
+    with open(".ninja_deps", "wb") as handle:
+        handle.write(deps_log(records=path_record("a.o", 0) + deps_record(0, 5, [])))
+    assert kc.rewrite_deps_mtime(".ninja_deps", 7) == 1
+
+    def refuse(_src, _dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OSError):
+        kc.rewrite_deps_mtime(".ninja_deps", 8)
+    assert sorted(os.listdir(".")) == [".ninja_deps", "build.ninja"]
