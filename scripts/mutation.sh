@@ -11,10 +11,12 @@
 #                                      every mutant whose function is unchanged (its hash), checking
 #                                      only the rest (a survivor meets tests added since only in a
 #                                      fresh `run`)
-#   ./scripts/mutation.sh rerun        check again every mutant the last run left alive (not killed and not
-#                                      in tests/mutation-equivalent.txt) against the checkout's tests as
-#                                      they are now: the loop for killing survivors (mutmut runs the
-#                                      mutants it is given even when their result is known)
+#   ./scripts/mutation.sh rerun [GLOB...]  check again every mutant the last run left alive (not killed
+#                                      and not in tests/mutation-equivalent.txt), or those whose name
+#                                      matches a GLOB (e.g. 'plugins.module_utils.kernel_cache.*'),
+#                                      against the checkout's tests as they are now: the loop for
+#                                      killing survivors (mutmut runs the mutants it is given even
+#                                      when their result is known)
 #   ./scripts/mutation.sh report       report the last run again
 #   ./scripts/mutation.sh show NAME    the diff of one mutant (a name from the report)
 # mutmut names a mutant by its module's import path, and the tests import the collection as
@@ -70,20 +72,22 @@ run() {
 # The names of the mutants the last run left alive (exit code 0 in mutmut's .meta files), less the
 # listed equivalents.
 alive() {
-  python - "$work/mutants" "$BSG_ROOT/tests/mutation-equivalent.txt" <<'PY'
-import glob, json, sys
+  python - "$work/mutants" "$BSG_ROOT/tests/mutation-equivalent.txt" "$@" <<'PY'
+import fnmatch, glob, json, sys
 
 listed = {line.split(" ", 1)[0] for line in open(sys.argv[2]) if line.strip() and not line.startswith("#")}
+patterns = sys.argv[3:] or ["*"]
 for meta in sorted(glob.glob(sys.argv[1] + "/**/*.py.meta", recursive=True)):
     for name, code in sorted(json.load(open(meta))["exit_code_by_key"].items()):
-        if code == 0 and name.replace("ansible_collections.blackwell.sglang.", "", 1) not in listed:
+        short = name.replace("ansible_collections.blackwell.sglang.", "", 1)
+        if code == 0 and short not in listed and any(fnmatch.fnmatchcase(short, p) for p in patterns):
             print(name)
 PY
 }
 
 rerun() {
   [ -d "$work/mutants" ] || { echo "no run to go on with: ./scripts/mutation.sh first" >&2; exit 1; }
-  mapfile -t names < <(alive)
+  mapfile -t names < <(alive "$@")
   sync
   [ "${#names[@]}" -eq 0 ] || mutmut_run "${names[@]}"
 }
@@ -126,7 +130,7 @@ PY
 case "${1:-run}" in
   run) run; report ;;
   resume) run resume; report ;;
-  rerun) rerun; report ;;
+  rerun) shift; rerun "$@"; report ;;
   report) report ;;
   show) (cd "$work" && mutmut show "ansible_collections.blackwell.sglang.${2#ansible_collections.blackwell.sglang.}") ;;
   *) sed -n '2,20p' "$0"; exit 2 ;;
