@@ -489,8 +489,7 @@ def test_dangling_links_in_bin_and_include_are_removed_too(tmp_path, capsys, ldc
 
 
 @needs_gcc
-def test_the_compiler_path_is_taken_as_it_is_and_the_stub_built_in_a_directory_of_its_own(tmp_path, capsys, ldconfig,
-                                                                                           monkeypatch):
+def test_the_compiler_path_is_taken_as_it_is_and_the_stub_built_apart(tmp_path, capsys, ldconfig, monkeypatch):
     purelib = make_venv(tmp_path)
     (purelib / "nvidia" / "cu13" / "lib" / "cmake").mkdir()  # a directory among the libraries: passed over
     shutil.rmtree(str(purelib / "nvidia" / "cu13" / "nvvm"))
