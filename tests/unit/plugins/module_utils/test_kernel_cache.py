@@ -538,18 +538,23 @@ def test_a_module_ninja_would_rebuild_is_removed(project):
     assert "ninja: no work to do." in dry_run(project.jit / "topk")
 
 
+def seed_while_a_build_holds(project, name):
+    """Seed while FlashInfer's lock for building `name` (<jit dir>/tmp/<name>.lock) is held."""
+    (project.jit / "tmp").mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(project.jit / "tmp" / (name + ".lock")), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return project.seed()
+    finally:
+        os.close(fd)
+
+
 @needs_gcc
 def test_a_module_whose_build_lock_is_held_is_left_to_that_build(project):
     project.build_all()
     project.pack()
     project.move_away()
-    (project.jit / "tmp").mkdir(parents=True)
-    fd = os.open(str(project.jit / "tmp" / "topk.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        result = project.seed()
-    finally:
-        os.close(fd)
+    result = seed_while_a_build_holds(project, "topk")
     assert result["seeded"] == ["sampling"]
     assert result["rejected_modules"] == {"topk": "a FlashInfer build holds %s/tmp/topk.lock: left to it" % project.jit}
     assert not (project.jit / "topk").exists()
@@ -862,13 +867,7 @@ def test_a_held_lock_leaves_that_module_and_the_next_is_still_seeded(project):
     project.build_all()
     project.pack()
     project.move_away()
-    (project.jit / "tmp").mkdir(parents=True)
-    fd = os.open(str(project.jit / "tmp" / "sampling.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        result = project.seed()
-    finally:
-        os.close(fd)
+    result = seed_while_a_build_holds(project, "sampling")
     assert result["seeded"] == ["topk"] and list(result["rejected_modules"]) == ["sampling"]
 
 

@@ -23,3 +23,8 @@ def run_module(main, capsys, args, check_mode=False, diff=False):
     result = json.loads(capsys.readouterr().out)
     result["_rc"] = exit_info.value.code
     return result
+
+
+def warnings_of(result):
+    """The module's warnings as text: ansible-core 2.19 sends structured events, older releases strings."""
+    return [w if isinstance(w, str) else w["event"]["msg"] for w in result.get("warnings", [])]

@@ -66,6 +66,13 @@ def ldconfig(tmp_path, monkeypatch):
     return fake
 
 
+def compiler(path, script):
+    """An executable shell script standing in for the C compiler (most wrap the real gcc)."""
+    path.write_text(script)
+    path.chmod(0o755)
+    return path
+
+
 def run(purelib, home, capsys, check=False, diff=False, **args):
     """main() with these arguments; returns the module's result with its exit code as `_rc`."""
     args = dict({"home": str(home)}, **{k: str(v) for k, v in args.items()})
@@ -343,9 +350,7 @@ def test_driver_less_host_gets_a_stub_with_the_driver_soname(tmp_path, capsys, l
 def test_the_stub_is_built_with_cc_from_the_environment(tmp_path, capsys, ldconfig, monkeypatch):
     purelib = make_venv(tmp_path)
     log = tmp_path / "cc.log"
-    wrapper = tmp_path / "my-cc"
-    wrapper.write_text('#!/bin/sh\necho "$*" >> "%s"\nexec gcc "$@"\n' % log)
-    wrapper.chmod(0o755)
+    wrapper = compiler(tmp_path / "my-cc", '#!/bin/sh\necho "$*" >> "%s"\nexec gcc "$@"\n' % log)
     monkeypatch.setenv("CC", str(wrapper))
     report = run(purelib, tmp_path / "home", capsys)
     assert report["_rc"] == 0, report
@@ -418,9 +423,8 @@ def test_describe_names_each_kind_of_path(tmp_path):
 def test_a_compiler_that_fails_is_reported_with_its_command_and_output(tmp_path, capsys, ldconfig):
     purelib = make_venv(tmp_path)
     home = tmp_path / "home"
-    cc = tmp_path / "bad-cc"
-    cc.write_text("#!/bin/sh\necho 'some output'\necho 'cc1: fatal error: cuda.h: Permission denied' >&2\nexit 3\n")
-    cc.chmod(0o755)
+    cc = compiler(tmp_path / "bad-cc",
+                  "#!/bin/sh\necho 'some output'\necho 'cc1: fatal error: cuda.h: Permission denied' >&2\nexit 3\n")
     result = run(purelib, home, capsys, cc=cc)
     cuda_h = str(home / "include" / "cuda.h")
     cmd = [str(cc), "-E", "-P", "-I", os.path.dirname(cuda_h), "-x", "c", cuda_h]
@@ -428,7 +432,7 @@ def test_a_compiler_that_fails_is_reported_with_its_command_and_output(tmp_path,
         "_rc": 1, "msg": "%s failed to read the driver API from %s (rc 3): cc1: fatal error: cuda.h: Permission denied"
         % (cc, cuda_h), "cmd": cmd, "rc": 3, "stdout": "some output\n",
         "stderr": "cc1: fatal error: cuda.h: Permission denied\n"}
-    cc.write_text("#!/bin/sh\necho 'only stdout'\nexit 3\n")
+    compiler(cc, "#!/bin/sh\necho 'only stdout'\nexit 3\n")
     assert run(purelib, home, capsys, cc=cc)["msg"].endswith("(rc 3): only stdout")
 
 
@@ -493,9 +497,8 @@ def test_the_compiler_path_is_taken_as_it_is_and_the_stub_built_apart(tmp_path, 
     purelib = make_venv(tmp_path)
     (purelib / "nvidia" / "cu13" / "lib" / "cmake").mkdir()  # a directory among the libraries: passed over
     shutil.rmtree(str(purelib / "nvidia" / "cu13" / "nvvm"))
-    cc = tmp_path / "my$cc"  # a literal "$": no variable of the module's environment is expanded in it
-    cc.write_text('#!/bin/sh\nexec gcc "$@"\n')
-    cc.chmod(0o755)
+    # A literal "$": no variable of the module's environment is expanded in it.
+    cc = compiler(tmp_path / "my$cc", '#!/bin/sh\nexec gcc "$@"\n')
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(str(cwd))
@@ -509,8 +512,7 @@ def test_the_compiler_path_is_taken_as_it_is_and_the_stub_built_apart(tmp_path, 
 def test_a_link_that_fails_names_the_stub(tmp_path, capsys, ldconfig):
     purelib = make_venv(tmp_path)
     home = tmp_path / "home"
-    cc = tmp_path / "cc"
-    cc.write_text('#!/bin/sh\ncase "$*" in *-shared*) echo "ld: cannot find crti.o" >&2; exit 1;; esac\nexec gcc "$@"\n')
-    cc.chmod(0o755)
+    cc = compiler(tmp_path / "cc",
+                  '#!/bin/sh\ncase "$*" in *-shared*) echo "ld: cannot find crti.o" >&2; exit 1;; esac\nexec gcc "$@"\n')
     assert run(purelib, home, capsys, cc=cc)["msg"] == "%s failed to build the link-time stub %s (rc 1): ld: cannot find crti.o" % (
         cc, home / "lib64" / "stubs" / "libcuda.so")

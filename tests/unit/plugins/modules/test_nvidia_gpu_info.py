@@ -7,6 +7,7 @@ import stat
 import pytest
 
 import module_runner
+from module_runner import warnings_of
 from ansible_collections.blackwell.sglang.plugins.modules import nvidia_gpu_info
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "nvidia_smi")
@@ -232,11 +233,6 @@ def test_no_gpus_no_kernel_module(tmp_path, capsys):
 
 
 # ---- each reading and message whole (the mutation run's survivors) ----
-
-def warnings_of(result):
-    """The module's warnings as text: ansible-core 2.19 sends structured events, older releases strings."""
-    return [w if isinstance(w, str) else w["event"]["msg"] for w in result.get("warnings", [])]
-
 
 def query_file(tmp_path, text):
     path = tmp_path / "query.txt"

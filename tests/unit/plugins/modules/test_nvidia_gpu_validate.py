@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import module_runner
+from module_runner import warnings_of
 from ansible_collections.blackwell.sglang.plugins.modules import nvidia_gpu_validate
 
 HERE = os.path.dirname(__file__)
@@ -194,10 +195,6 @@ def test_bad_input(tmp_path, capsys, monkeypatch):
 
 
 # ---- whole results and messages (the mutation run's survivors) ----
-
-def warnings_of(result):
-    return [w if isinstance(w, str) else w["event"]["msg"] for w in result.get("warnings", [])]
-
 
 def test_a_good_node_s_result_in_full(tmp_path, capsys, monkeypatch):
     node = Node(tmp_path, monkeypatch)
