@@ -6,7 +6,10 @@
 # stopped early (Ctrl-C, or SIGTERM when started in the background) keeps its results: `report`
 # scores the checked mutants and counts the rest.
 # BSG_MUTATION_JOBS sets mutmut's --max-children (default: the number of cores).
-#   ./scripts/mutation.sh              run mutmut afresh, then report
+#   ./scripts/mutation.sh [run [GLOB...]]  run mutmut afresh, then report; with GLOBs only the mutants
+#                                      whose short name matches one (e.g. 'plugins.module_utils.verified.*':
+#                                      the slow tail, whose tests are every module test), the rest left
+#                                      not checked
 #   ./scripts/mutation.sh resume       go on with a stopped run (over several sittings): the checkout
 #                                      is copied again over its tree, and mutmut keeps the result of
 #                                      every mutant whose function is unchanged (its hash), checking
@@ -66,8 +69,9 @@ mutmut_run() {
 }
 
 run() {
-  if [ "${1:-}" = resume ]; then sync; else sync fresh; fi
-  mutmut_run
+  if [ "$1" = resume ]; then sync; else sync fresh; fi
+  shift
+  mutmut_run "${@/#/ansible_collections.blackwell.sglang.}"
 }
 
 # The names of the mutants the last run left alive (exit code 0 in mutmut's .meta files), less the
@@ -129,7 +133,7 @@ PY
 }
 
 case "${1:-run}" in
-  run) run; report ;;
+  run) shift $(($# > 0)); run fresh "$@"; report ;;
   resume) run resume; report ;;
   rerun) shift; rerun "$@"; report ;;
   report) report ;;
