@@ -16,7 +16,7 @@ set -u
 if [ "$#" -eq 0 ]; then
   set -- /opt/cuda /opt/sglang /var/lib/sglang /etc/sglang /etc/default/cuda-toolkit /etc/profile.d/cuda.sh \
     /etc/apt/preferences.d /etc/apt/sources.list.d /usr/share/keyrings /usr/local/lib/blackwell-sglang \
-    /etc/systemd/system
+    /var/lib/blackwell-sglang /etc/systemd/system
 fi
 for path in "$@"; do
   if [ ! -e "$path" ] && [ ! -L "$path" ]; then

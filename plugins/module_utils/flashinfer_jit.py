@@ -55,14 +55,17 @@ def ninja_problem(exc):
     the ``ninja`` wheel the venv carries puts it in the venv's bin, beside this interpreter."""
     venv_ninja = os.path.join(os.path.dirname(sys.executable), "ninja")
     search = os.environ.get("PATH", os.defpath)
+    if isinstance(exc, FileNotFoundError) and os.path.lexists(venv_ninja) and not os.access(venv_ninja, os.X_OK):
+        return ("the venv's ninja, %s, cannot be run (not executable): remove it and re-run site.yml (the sglang_venv role "
+                "reinstalls what is missing from the venv)" % venv_ninja)
     if isinstance(exc, FileNotFoundError) and not os.access(venv_ninja, os.X_OK):
-        return ("ninja not found (the venv's ninja, %s): reinstall the venv (re-run site.yml) or `pip install ninja` into it"
-                % venv_ninja)
+        return ("ninja not found (the venv's ninja, %s): re-run site.yml (the sglang_venv role reinstalls what is missing "
+                "from the venv)" % venv_ninja)
     if os.path.dirname(venv_ninja) not in search.split(os.pathsep):
         return ("ninja not found on PATH=%s (the venv's ninja, %s, is not on it): put the venv's bin first on PATH "
                 "(the flashinfer role's environment file does; re-run site.yml)" % (search, venv_ninja))
-    return ("cannot run ninja (%s; the venv's ninja, %s): reinstall the venv (re-run site.yml) or "
-            "`pip install --force-reinstall ninja` into it" % (exc.strerror or exc, venv_ninja))
+    return ("cannot run ninja (%s; the venv's ninja, %s): remove the venv's ninja and re-run site.yml (the sglang_venv "
+            "role reinstalls what is missing from the venv)" % (exc.strerror or exc, venv_ninja))
 
 
 def nvcc_problem(exc):

@@ -291,8 +291,9 @@ def _ninja(ninja, module_dir, *args):
         return subprocess.run([ninja, "-C", module_dir, "-f", "build.ninja"] + list(args),
                               capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise KernelCacheError("cannot run %s (%s): reinstall the venv's ninja (pip install ninja) or put a "
-                               "working ninja first on PATH" % (ninja, exc.strerror or exc)) from exc
+        raise KernelCacheError("cannot run %s (%s): if it is the venv's ninja, remove it and re-run site.yml (the sglang_venv "
+                               "role reinstalls what is missing from the venv); otherwise put the venv's bin first on PATH"
+                               % (ninja, exc.strerror or exc)) from exc
 
 
 def rewrite_deps_mtime(path, mtime_ns):

@@ -8,7 +8,8 @@ sentence naming the variable and what to change, or None when the value is good.
 Why so strict: these values end up in systemd units (EnvironmentFile=, ExecStartPre=), in KEY=VALUE
 environment files that systemd reads without quoting, and in PATH. A leading colon, an empty
 component or a relative part there means "the current directory" to PATH and a different file to
-systemd; a directory the roles re-group (group sglang) must not be one the system shares.
+systemd; a directory for the roles' files must not be one the system shares (the roles change owner,
+group and mode only of directories they created: module_utils/owned_directories.py).
 """
 
 from __future__ import annotations
@@ -84,13 +85,19 @@ def path_problem(name, value):
 
 
 def dedicated_dir_problem(name, value):
-    """Why `value` cannot be a directory the roles own or re-group; None when it can."""
+    """Why `value` cannot be a directory for the roles' files; None when it can. The first, clearer
+    message for the directories everyone knows; the guard for any other directory the roles did not
+    create is module_utils/owned_directories.py (the owned_directories module, on the host)."""
     problem = path_problem(name, value)
     if problem:
         return problem
     if value in SYSTEM_DIRS:
-        return ("%s is %s, a directory the system shares; the roles would take it over (owner, group, mode). "
+        return ("%s is %s, a directory the system shares; the roles keep their files out of it. "
                 "Use a directory of its own, e.g. %s" % (name, value, posixpath.join(value, "sglang")))
+    drop_in = _drop_in(value)
+    if drop_in:
+        return ("%s is %s, in %s, a drop-in directory whose every file another program reads; the roles keep their "
+                "files out of it. Use a directory of its own, e.g. /etc/sglang" % (name, value, drop_in))
     tree = _pseudo_tree(value)
     if tree:
         return "%s is %s, under %s (not kept on disk, or cleared); use a directory of its own" % (name, value, tree)
@@ -101,18 +108,32 @@ def _pseudo_tree(value):
     return next((tree for tree in PSEUDO_TREES if value.startswith(tree)), None)
 
 
+def _drop_in(value):
+    """The drop-in directory (/etc/<name>.d: sudoers.d, pam.d, cron.d, sysctl.d, a unit's .d) that
+    `value` is or lies in; None when there is none."""
+    parts = value.split("/")
+    if len(parts) < 3 or parts[1] != "etc":
+        return None
+    index = next((i for i, part in enumerate(parts[2:], 2) if part.endswith(".d")), None)
+    return None if index is None else "/".join(parts[:index + 1])
+
+
 def env_file_problem(name, value):
-    """Why `value` cannot be an environment file the roles write; None when it can. The role owns
-    and re-groups the file's directory (group of the service user, so the units can read it), so
-    that directory must be a dedicated one, never /etc or /etc/default."""
+    """Why `value` cannot be an environment file the roles write; None when it can. Its directory
+    holds the roles' env files (group of the service user, so the units can read them): never one the
+    system shares (/etc, /etc/default), a drop-in directory or a scratch tree."""
     problem = path_problem(name, value)
     if problem:
         return problem
     directory = posixpath.dirname(value)
     if directory in SYSTEM_DIRS or _pseudo_tree(directory):
-        return ("%s is %s, a file in %s: the role owns and re-groups its env file's directory, and %s is not "
-                "its own; put the file in a directory of its own, e.g. /etc/sglang/%s"
-                % (name, value, directory, directory, posixpath.basename(value)))
+        return ("%s is %s, a file in %s, a directory the system shares; the roles keep their files out of it: "
+                "put the file in a directory of its own, e.g. /etc/sglang/%s" % (name, value, directory, posixpath.basename(value)))
+    drop_in = _drop_in(directory)
+    if drop_in:
+        return ("%s is %s, a file in %s, a drop-in directory whose every file another program reads; the roles keep their "
+                "files out of it: put the file in a directory of its own, e.g. /etc/sglang/%s"
+                % (name, value, drop_in, posixpath.basename(value)))
     return None
 
 
@@ -151,7 +172,8 @@ def _checked(mapping, check):
 
 def path_problems(mapping, dedicated=False):
     """{variable: path} -> one sentence per path that is not absolute and normalised; with
-    `dedicated`, also per directory the system shares (the roles own or re-group these)."""
+    `dedicated`, also per directory the system shares or drop-in directory under /etc (the roles
+    keep their files out of these)."""
     return _checked(mapping, dedicated_dir_problem if dedicated else path_problem)
 
 

@@ -105,7 +105,7 @@ notes:
     ninja build (FlashInfer's ninja output is returned).
   - Failure modes of the host, one line each naming the cause and the fix, never a traceback -
     C(ninja) missing from the venv (the message names C(<venv>/bin/ninja) and says to re-run
-    C(site.yml) or C(pip install ninja) into the venv), or the venv's C(bin) not on C(PATH);
+    C(site.yml), whose sglang_venv role reinstalls what is missing from a venv), or the venv's C(bin) not on C(PATH);
     an C(nvcc) that cannot be started; an O(env_file) that is missing, unreadable, a directory or not
     text; a cache file or directory the user cannot read, write or remove (run as the service user),
     a directory where a file was expected, a full or read-only file system; a library torch or

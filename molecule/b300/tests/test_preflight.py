@@ -48,10 +48,10 @@ CASES = [
      "sglang_services_eagle3: env CUDA_VISIBLE_DEVICES is managed by the roles; set the service's cuda_visible_devices instead"),
     # 3. Dedicated directories.
     ({"sglang_services_env_dir": "/etc"},
-     "sglang_services_env_dir is /etc, a directory the system shares; the roles would take it over (owner, group, mode)"),
+     "sglang_services_env_dir is /etc, a directory the system shares; the roles keep their files out of it"),
     ({"flashinfer_env_file": "/etc/default/flashinfer"},
-     "flashinfer_env_file is /etc/default/flashinfer, a file in /etc/default: the role owns and re-groups its env file's "
-     "directory, and /etc/default is not its own"),
+     "flashinfer_env_file is /etc/default/flashinfer, a file in /etc/default, a directory the system shares; the roles keep "
+     "their files out of it"),
     ({"sglang_venv_base_dir": "/opt"}, "sglang_venv_base_dir is /opt, a directory the system shares"),
     ({"sglang_node_lib_dir": "/tmp/bsg"}, "sglang_node_lib_dir is /tmp/bsg, under /tmp/ (not kept on disk, or cleared)"),
     # The kernel caches: never under /tmp (the units' PrivateTmp= loses it); the store is the controller's.
@@ -59,6 +59,20 @@ CASES = [
      "sglang_node_kernel_cache_dir is /tmp/kernels, under /tmp/ (not kept on disk, or cleared)"),
     ({"kernel_cache_store_dir": "/etc/hostname"},
      "kernel_cache: kernel_cache_store_dir /etc/hostname on the controller is not a directory"),
+    # Own only what you create: a directory that exists and is not the roles' own (they did not create
+    # it, its path does not name sglang) is refused when the service user lacks the access it needs,
+    # unchanged (FOREIGN below); a drop-in directory under /etc first, with its own message.
+    ({"sglang_services_env_dir": "/etc/sudoers.d"},
+     "sglang_services_env_dir is /etc/sudoers.d, in /etc/sudoers.d, a drop-in directory whose every file another program reads"),
+    ({"sglang_venv_home": "/etc/ssh"},  # system configuration
+     "sglang_venv_home: /etc/ssh exists and is not the roles' own (they did not create it and no part of its path names sglang): "
+     "owner root, group root, mode 0755; sglang needs to create files in it (rwx) and may not."),
+    ({"sglang_services_env_dir": "/etc/ssl/private"},  # secrets
+     "sglang_services_env_dir: /etc/ssl/private exists and is not the roles' own (they did not create it and no part of its path "
+     "names sglang): owner root, group root, mode 0700; sglang needs to read and enter it (r-x) and may not."),
+    ({"kernel_cache_dir": "/var/lib/dpkg"},  # another package's data
+     "kernel_cache_dir: /var/lib/dpkg exists and is not the roles' own (they did not create it and no part of its path names "
+     "sglang): owner root, group root, mode 0755; sglang needs to create files in it (rwx) and may not."),
     # 4. GPUs against both target lists, before anything is installed (12.9.1 is not installed on the node).
     ({"sglang_node_gpus": GB10, "cuda_toolkit_version": "12.9.1"},
      "cuda_toolkit: cuda_toolkit_target_archs [10.3] does not cover the GPUs found on this host (compute capability 12.1)"),
@@ -93,15 +107,17 @@ CASES = [
 IDS = [m[:40] for _v, m in CASES]
 MODES = {"normal": [], "check": ["--check"]}
 # In check mode, one case of each kind (the same checks run; check mode changes only what runs after
-# them): the CUDA prefix, a service's env, /etc as env dir, the GB10-like GPU with a toolkit that is
-# not installed, a boolean, an old driver, a backend the GPUs cannot run.
-CHECK_MODE_CASES = [0, 4, 6, 12, 14, 17, 20]
+# them): the CUDA prefix, a service's env, /etc as env dir, every foreign directory, the GB10-like GPU
+# with a toolkit that is not installed, a boolean, an old driver, a backend the GPUs cannot run.
+CHECK_MODE_CASES = [0, 4, 6, 12, 13, 14, 15, 16, 18, 21, 24]
+# The foreign directories of the cases above, whose every file must be as it was after both modes.
+FOREIGN = ("/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private", "/var/lib/dpkg")
 
 
 @pytest.fixture(scope="module")
 def preflight_runs(host):
     """Every case in both modes (and a good case each), then the one-bad-host site.yml run."""
-    before = fingerprint(host)
+    before, foreign_before = fingerprint(host), fingerprint(host, *FOREIGN)
     runs = {}
     for mode, args in MODES.items():
         cases = {"ok": {}}
@@ -110,6 +126,7 @@ def preflight_runs(host):
         runs[mode] = run_cases(cases, playbook=PREFLIGHT, node=B300, groups=GROUPS, extra_args=INDEPENDENT + args)
     runs["site"] = run_cases({"good": {}, "bad": {"sglang_services_env_dir": "/etc"}}, playbook="site.yml",
                              node=B300, groups=GROUPS)
+    runs["foreign"] = (foreign_before, fingerprint(host, *FOREIGN))
     return runs, before, fingerprint(host)
 
 
@@ -131,6 +148,11 @@ def test_bad_input_fails_in_preflight_and_changes_nothing(preflight_runs, mode, 
     assert CASES[index][1] in result.text, result
     assert result.changed == 0, result
     assert_unchanged(before, after)
+
+
+def test_foreign_directories_are_as_they_were(preflight_runs):
+    before, after = preflight_runs[0]["foreign"]
+    assert_unchanged(before, after, "a foreign directory (%s)" % ", ".join(FOREIGN))
 
 
 def test_argument_specs_refuse_a_non_boolean_by_name(preflight_runs):

@@ -1,8 +1,11 @@
 # Copyright: blackwell.sglang developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Versions read from the installed venv itself (run with its interpreter; imports nothing heavy:
-torch's CUDA version is read from torch/version.py, not by importing torch). Prints JSON, or one
-line "venv_facts: error: <reason>" on stderr and exits 1."""
+torch's CUDA version is read from torch/version.py, not by importing torch), and what is missing from
+it: every file an installed distribution's RECORD lists (its code, its console scripts such as
+bin/ninja, its data) must still be there; "damaged" names each distribution that lacks one, with its
+version, so that the sglang_venv role reinstalls it at that version (tasks/repair.yml). Prints
+JSON, or one line "venv_facts: error: <reason>" on stderr and exits 1."""
 import importlib.util
 import json
 import os
@@ -51,6 +54,18 @@ def torch_cuda():
     return match.group(1) if match else None
 
 
+def damaged():
+    """{name: {"version", "missing" (how many), "examples" (up to 3, relative to site-packages)}} of the
+    installed distributions a RECORD file of which is gone (compiled bytecode aside: it is made on use)."""
+    found = {}
+    for dist in metadata.distributions():
+        missing = [str(path) for path in dist.files or ()
+                   if not str(path).endswith(".pyc") and not os.path.lexists(dist.locate_file(path))]
+        if missing:
+            found[dist.metadata["Name"]] = {"version": dist.version, "missing": len(missing), "examples": missing[:3]}
+    return found
+
+
 def main():
     try:
         facts = {
@@ -60,6 +75,7 @@ def main():
             "flashinfer": version("flashinfer-python"),
             "torch": version("torch"),
             "torch_cuda": torch_cuda(),
+            "damaged": damaged(),
         }
     except FactsError as exc:
         sys.stderr.write("venv_facts: error: %s\n" % exc)

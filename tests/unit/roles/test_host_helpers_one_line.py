@@ -165,3 +165,21 @@ def test_verify_unit_fails_in_one_line(tmp_path, tools, case, rc, err):
 
 
 # ---- flashinfer_arch_shim.py (FlashInfer 0.2.0-0.3.0: torch's arch flags from FLASHINFER_CUDA_ARCH_LIST) --
+
+
+def test_venv_facts_names_each_distribution_missing_a_file_it_installed(tmp_path):
+    # A stand-in distribution on PYTHONPATH whose RECORD lists a console script (a deleted bin/ninja),
+    # a module present, and bytecode (made on use, never required).
+    (tmp_path / "standin_ninja").mkdir()
+    (tmp_path / "standin_ninja" / "__init__.py").write_text("")
+    info = tmp_path / "standin_ninja-1.13.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: standin-ninja\nVersion: 1.13.0\n")
+    (info / "RECORD").write_text("standin_ninja/__init__.py,,\nstandin_ninja/__pycache__/__init__.cpython-311.pyc,,\n"
+                                 "../../bin/standin-ninja,,\nstandin_ninja-1.13.0.dist-info/METADATA,,\n"
+                                 "standin_ninja-1.13.0.dist-info/RECORD,,\n")
+    rc, out, err = run([sys.executable, VENV_FACTS], env={"PYTHONPATH": str(tmp_path)})
+    assert (rc, err) == (0, "")
+    assert json.loads(out)["damaged"] == {"standin-ninja": {"version": "1.13.0", "missing": 1, "examples": ["../../bin/standin-ninja"]}}
+    (info / "RECORD").write_text("standin_ninja/__init__.py,,\n")
+    assert json.loads(run([sys.executable, VENV_FACTS], env={"PYTHONPATH": str(tmp_path)})[1])["damaged"] == {}

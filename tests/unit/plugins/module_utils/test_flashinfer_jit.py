@@ -365,7 +365,7 @@ def test_a_target_the_collection_cannot_read_is_a_clear_error():
 
 # ---- one line, never a traceback: what the host can get wrong ------------------------------------
 
-VENV_NINJA_FIX = "reinstall the venv (re-run site.yml) or `pip install ninja` into it"
+VENV_NINJA_FIX = "re-run site.yml (the sglang_venv role reinstalls what is missing from the venv)"
 NVCC_FIX = "reinstall the CUDA toolkit (re-run site.yml) or set CUDA_HOME to a toolkit whose bin/nvcc runs"
 OWNER_FIX = ("run as the service user that owns FlashInfer's cache (the units' User=; become_user for the module) "
              "or give that user the path")
@@ -390,9 +390,9 @@ def executable(path, text="#!/bin/sh\nexit 0\n"):
     ("no venv ninja", "ninja not found (the venv's ninja, {bin}/ninja): " + VENV_NINJA_FIX),
     ("venv ninja off PATH", "ninja not found on PATH=/usr/bin:/bin (the venv's ninja, {bin}/ninja, is not on it): "
                             "put the venv's bin first on PATH (the flashinfer role's environment file does; re-run site.yml)"),
-    ("venv ninja broken", "cannot run ninja (No such file or directory; the venv's ninja, {bin}/ninja): reinstall the venv "
-                          "(re-run site.yml) or `pip install --force-reinstall ninja` into it"),
-    ("venv ninja not executable", "ninja not found (the venv's ninja, {bin}/ninja): " + VENV_NINJA_FIX),
+    ("venv ninja broken", "cannot run ninja (No such file or directory; the venv's ninja, {bin}/ninja): remove the venv's "
+                          "ninja and " + VENV_NINJA_FIX),
+    ("venv ninja not executable", "the venv's ninja, {bin}/ninja, cannot be run (not executable): remove it and " + VENV_NINJA_FIX),
 ])
 def test_ninja_that_cannot_be_started_is_one_line_with_the_fix(venv_bin, monkeypatch, case, expected):
     # FlashInfer runs the bare name "ninja" from PATH (subprocess.run(["ninja", ...])): what Python raises then.

@@ -996,8 +996,9 @@ def test_ninja_is_run_in_the_module_dir_with_its_output_read_and_a_failure_named
     assert (done.returncode, done.stdout, done.stderr) == (0, "out: x\n", "")
     with pytest.raises(kc.KernelCacheError) as failed:
         kc._ninja(str(tmp_path / "no-ninja"), str(module_dir))
-    assert str(failed.value) == ("cannot run %s (No such file or directory): reinstall the venv's ninja (pip install "
-                                 "ninja) or put a working ninja first on PATH" % (tmp_path / "no-ninja"))
+    assert str(failed.value) == ("cannot run %s (No such file or directory): if it is the venv's ninja, remove it and re-run "
+                                 "site.yml (the sglang_venv role reinstalls what is missing from the venv); otherwise put "
+                                 "the venv's bin first on PATH" % (tmp_path / "no-ninja"))
     with pytest.raises(kc.KernelCacheError) as failed:
         kc.settle_ninja(str(module_dir), "/bin/false", 1)
     assert str(failed.value) == "ninja -t restat failed in %s: exit status 1" % module_dir

@@ -41,8 +41,8 @@ def test_bad_paths_name_the_variable_and_the_fault(value, message):
                                    "/var/lib", "/opt", "/home", "/root", "/srv", "/var/log"])
 def test_system_directories_are_refused_as_dedicated(value):
     problem = preflight.dedicated_dir_problem("sglang_services_env_dir", value)
-    assert problem == ("sglang_services_env_dir is %s, a directory the system shares; the roles would take it over "
-                       "(owner, group, mode). Use a directory of its own, e.g. %s/sglang" % (value, value.rstrip("/")))
+    assert problem == ("sglang_services_env_dir is %s, a directory the system shares; the roles keep their files out of it. "
+                       "Use a directory of its own, e.g. %s/sglang" % (value, value.rstrip("/")))
 
 
 @pytest.mark.parametrize("value,tree", [("/tmp/sglang", "/tmp/"), ("/run/sglang", "/run/"), ("/proc/x", "/proc/"),
@@ -58,6 +58,23 @@ def test_dedicated_directories_pass(value):
     assert preflight.dedicated_dir_problem("v", value) is None
 
 
+@pytest.mark.parametrize("value,drop_in", [("/etc/sudoers.d", "/etc/sudoers.d"), ("/etc/pam.d", "/etc/pam.d"),
+                                           ("/etc/systemd/system/x.service.d", "/etc/systemd/system/x.service.d"),
+                                           ("/etc/cron.d/sglang", "/etc/cron.d")])
+def test_drop_in_directories_are_refused_as_dedicated_and_for_env_files(value, drop_in):
+    assert preflight.dedicated_dir_problem("v", value) == (
+        "v is %s, in %s, a drop-in directory whose every file another program reads; the roles keep their files out of "
+        "it. Use a directory of its own, e.g. /etc/sglang" % (value, drop_in))
+    assert preflight.env_file_problem("f", value + "/x.env") == (
+        "f is %s/x.env, a file in %s, a drop-in directory whose every file another program reads; the roles keep their "
+        "files out of it: put the file in a directory of its own, e.g. /etc/sglang/x.env" % (value, drop_in))
+
+
+@pytest.mark.parametrize("value", ["/etc/sglang.d.conf/x", "/srv/conf.d", "/etc/sglang", "/etc.d/x"])
+def test_only_drop_in_directories_under_etc_are_refused(value):
+    assert preflight.dedicated_dir_problem("v", value) is None
+
+
 def test_dedicated_check_checks_the_path_first():
     assert preflight.dedicated_dir_problem("v", "/etc/") == "v must not end with / (got '/etc/'); write '/etc'"
 
@@ -67,8 +84,8 @@ def test_dedicated_check_checks_the_path_first():
 def test_env_files_in_shared_directories_are_refused(value, directory):
     name = value.rsplit("/", 1)[1]
     assert preflight.env_file_problem("flashinfer_env_file", value) == (
-        "flashinfer_env_file is %s, a file in %s: the role owns and re-groups its env file's directory, and %s is "
-        "not its own; put the file in a directory of its own, e.g. /etc/sglang/%s" % (value, directory, directory, name))
+        "flashinfer_env_file is %s, a file in %s, a directory the system shares; the roles keep their files out of it: "
+        "put the file in a directory of its own, e.g. /etc/sglang/%s" % (value, directory, name))
 
 
 def test_env_files_in_own_directories_pass_and_bad_paths_fail_as_paths():

@@ -101,8 +101,8 @@ def test_the_filters_are_these_functions():
     ({"sglang_node_venv": "venv"}, ["sglang_node_venv must be an absolute path (start with /), got 'venv'"]),
     ({"sglang_node_venv": "/opt"}, []),  # a path, not a directory the roles own
     ({"sglang_node_flashinfer_env_file": "/etc/default/f"}, [
-        "sglang_node_flashinfer_env_file is /etc/default/f, a file in /etc/default: the role owns and re-groups its env "
-        "file's directory, and /etc/default is not its own; put the file in a directory of its own, e.g. /etc/sglang/f"]),
+        "sglang_node_flashinfer_env_file is /etc/default/f, a file in /etc/default, a directory the system shares; the roles keep "
+        "their files out of it: put the file in a directory of its own, e.g. /etc/sglang/f"]),
     ({"sglang_node_venv_env_name": "a/b"},
      ['sglang_node_venv_env_name must be a plain file name (it lives in each venv), got "a/b"']),
     ({"sglang_node_venv_env_name": ".env"},
@@ -114,7 +114,7 @@ def test_the_filters_are_these_functions():
     ({"sglang_node_venv_stamp_dir": "a b"},
      ['sglang_node_venv_stamp_dir must be a plain directory name (it lives in each venv), got "a b"']),
     ({"sglang_node_home": "/etc", "sglang_node_venv_env_name": ""}, [
-        "sglang_node_home is /etc, a directory the system shares; the roles would take it over (owner, group, mode). "
+        "sglang_node_home is /etc, a directory the system shares; the roles keep their files out of it. "
         "Use a directory of its own, e.g. /etc/sglang",
         'sglang_node_venv_env_name must be a plain file name (it lives in each venv), got ""']),
 ])
@@ -135,8 +135,7 @@ def test_sglang_node(change, problems):
         "cuda_toolkit_pip_prefix must be an absolute path (start with /), got ':/opt/cuda'",
         "cuda_toolkit_pip_python must be an absolute path (start with /), got 'python3'"]),
     ({"cuda_toolkit_install_method": "pip", "cuda_toolkit_pip_prefix": "/opt"}, [
-        "cuda_toolkit_pip_prefix is /opt, a directory the system shares; the roles would take it over (owner, group, "
-        "mode). Use a directory of its own, e.g. /opt/sglang"]),
+        "cuda_toolkit_pip_prefix is /opt, a directory the system shares; the roles keep their files out of it. Use a directory of its own, e.g. /opt/sglang"]),
     ({"cuda_toolkit_pip_ca_bundle": ""}, []),
     ({"cuda_toolkit_pip_ca_bundle": "ca.pem"}, ["cuda_toolkit_pip_ca_bundle must be an absolute path (start with /), got 'ca.pem'"]),
     ({"cuda_toolkit_env_file": "/etc/cuda.env/"},
@@ -178,8 +177,7 @@ def test_cuda_toolkit_reports_every_problem_in_order():
 
 @pytest.mark.parametrize("change, problems", [
     ({"sglang_services_env_dir": "/etc"}, [
-        "sglang_services_env_dir is /etc, a directory the system shares; the roles would take it over (owner, group, "
-        "mode). Use a directory of its own, e.g. /etc/sglang"]),
+        "sglang_services_env_dir is /etc, a directory the system shares; the roles keep their files out of it. Use a directory of its own, e.g. /etc/sglang"]),
     ({"sglang_services_pycache_dir": "/tmp/pyc"},
      ["sglang_services_pycache_dir is /tmp/pyc, under /tmp/ (not kept on disk, or cleared); use a directory of its own"]),
     ({"sglang_services_venv": "/opt/v/../w", "sglang_services_flashinfer_env_file": "f.env"}, [
@@ -188,8 +186,7 @@ def test_cuda_toolkit_reports_every_problem_in_order():
     ({"sglang_services_start_without_gpus": "maybe"},
      ["sglang_services_start_without_gpus: 'maybe' is not a boolean (use true or false)"]),
     ({"sglang_services_lib_dir": "/usr"}, [
-        "sglang_services_lib_dir is /usr, a directory the system shares; the roles would take it over (owner, group, "
-        "mode). Use a directory of its own, e.g. /usr/sglang"]),
+        "sglang_services_lib_dir is /usr, a directory the system shares; the roles keep their files out of it. Use a directory of its own, e.g. /usr/sglang"]),
 ])
 def test_sglang_services_input(change, problems):
     assert rc.sglang_services_input_problems(dict(SERVICES_INPUT, **change)) == problems
@@ -283,8 +280,7 @@ def test_sglang_gateway_never_shows_a_key():
     ({"sglang_venv_keep": 0}, ["sglang_venv_keep must be >= 1 (got 0): the venv in service is always kept"]),
     ({"sglang_venv_keep": "two"}, ["sglang_venv_keep must be >= 1 (got two): the venv in service is always kept"]),
     ({"sglang_venv_base_dir": "/opt", "sglang_venv_ca_bundle": "ca.pem", "sglang_venv_switch": "maybe"}, [
-        "sglang_venv_base_dir is /opt, a directory the system shares; the roles would take it over (owner, group, "
-        "mode). Use a directory of its own, e.g. /opt/sglang",
+        "sglang_venv_base_dir is /opt, a directory the system shares; the roles keep their files out of it. Use a directory of its own, e.g. /opt/sglang",
         "sglang_venv_ca_bundle must be an absolute path (start with /), got 'ca.pem'",
         "sglang_venv_switch: 'maybe' is not a boolean (use true or false)"]),
     ({"sglang_venv_python": "python3", "sglang_venv_keep": 1},
@@ -307,8 +303,8 @@ def test_sglang_venv(change, problems):
         "flashinfer_cuda_home must be an absolute path (start with /), got 'cuda'",
         "flashinfer_patch: 'sometimes' is not a boolean (use true or false)"]),
     ({"flashinfer_env_file": "/etc/default/f"}, [
-        "flashinfer_env_file is /etc/default/f, a file in /etc/default: the role owns and re-groups its env "
-        "file's directory, and /etc/default is not its own; put the file in a directory of its own, e.g. /etc/sglang/f"]),
+        "flashinfer_env_file is /etc/default/f, a file in /etc/default, a directory the system shares; the roles keep "
+        "their files out of it: put the file in a directory of its own, e.g. /etc/sglang/f"]),
     ({"flashinfer_venv": "venv"}, ["flashinfer_venv must be an absolute path (start with /), got 'venv'"]),
 ])
 def test_flashinfer(change, problems):

@@ -4,15 +4,18 @@ elements, choices, default and required: what an operator reads is what main() a
 (ansible-test sanity's validate-modules checks the same, outside the unit tests and so outside the
 mutation run.) The argument spec is read by calling main() with AnsibleModule replaced by a recorder."""
 
+import glob
 import importlib
+import os
 
 import pytest
 
 import yaml
 
-# fleet_report is documentation only: its action plugin runs on the controller (plugins/action/).
-MODULES = ("cuda_home_layout", "flashinfer_jit_artifact", "flashinfer_jit_cache", "flashinfer_prewarm_command",
-           "gateway_manifest", "nvidia_gpu_info", "nvidia_gpu_validate", "sglang_server_args")
+# Every module of plugins/modules/ but fleet_report, documentation only: its action plugin runs on the
+# controller (plugins/action/).
+MODULES = sorted(os.path.basename(path)[:-3] for path in glob.glob(os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "modules", "*.py")) if not path.endswith("/fleet_report.py"))
 # What AnsibleModule(add_file_common_args=True) adds itself (ansible.builtin.files doc fragment).
 FILE_COMMON = {"mode", "owner", "group", "seuser", "serole", "selevel", "setype", "unsafe_writes", "attributes"}
 
@@ -52,9 +55,12 @@ def documentation(module):
 
 
 def normal(spec):
-    """The fields that decide what a value may be, with ansible-core's defaults filled in."""
+    """The fields that decide what a value may be, with ansible-core's defaults filled in (and those
+    of the suboptions, whose key is `options` in main() and `suboptions` in the documentation)."""
+    sub = spec.get("options", spec.get("suboptions"))
     return {"type": spec.get("type", "str"), "required": bool(spec.get("required", False)),
-            "default": spec.get("default"), "choices": spec.get("choices"), "elements": spec.get("elements")}
+            "default": spec.get("default"), "choices": spec.get("choices"), "elements": spec.get("elements"),
+            "options": None if sub is None else {key: normal(value) for key, value in sub.items()}}
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -72,6 +78,10 @@ def test_the_argument_spec_is_the_documented_one(name, monkeypatch):
         assert got == want, "%s option %s: %r in main(), %r in the documentation" % (name, option, got, want)
     # Check mode as the documentation's attributes say.
     assert taken.get("supports_check_mode", False) is (doc["attributes"]["check_mode"]["support"] != "none")
+
+
+def test_every_module_is_compared():
+    assert len(MODULES) >= 9 and "owned_directories" in MODULES and "fleet_report" not in MODULES
 
 
 def test_the_fragments_are_read():

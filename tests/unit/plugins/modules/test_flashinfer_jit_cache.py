@@ -519,7 +519,7 @@ def test_a_release_without_check_cuda_arch_is_held_to_the_expected_targets(fake,
 
 # ---- the host's failures, one line each naming the cause and the fix (never a traceback) -----------
 
-VENV_NINJA_FIX = "reinstall the venv (re-run site.yml) or `pip install ninja` into it"
+VENV_NINJA_FIX = "re-run site.yml (the sglang_venv role reinstalls what is missing from the venv)"
 NVCC_FIX = "reinstall the CUDA toolkit (re-run site.yml) or set CUDA_HOME to a toolkit whose bin/nvcc runs"
 PYTHON = sys.executable  # before a test pretends otherwise
 
