@@ -52,8 +52,12 @@ def read(result, command, kind, variable, keys=()):
     expected = _EXPECTED[kind](keys)
     if rc != 0:
         status = "exited with status %s" % (rc,) if rc is not None else "did not run (%s)" % (result.get("msg") or "no exit status")
+        # A program that could not be started: Ansible's command module says why in msg (rc 2, no output).
+        errors = result.get("stderr")
+        if not (isinstance(errors, str) and errors.strip()) and rc is not None and result.get("msg") != "non-zero return code":
+            errors = result.get("msg")
         problem = "%s %s, printing %s (standard error: %s), where %s was expected; check %s" % (
-            command, status, shown(stdout), shown(result.get("stderr"), last_line=True), expected, variable)
+            command, status, shown(stdout), shown(errors, last_line=True), expected, variable)
     else:
         problem = "%s printed %s, where %s was expected; check %s" % (command, shown(stdout), expected, variable)
     return {"value": None, "problem": problem}

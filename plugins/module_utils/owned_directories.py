@@ -6,8 +6,8 @@ whether a directory they may not is fit to be used as it is (the owned_directori
 
 A directory is the roles' own when a role created it (this host's record of created directories:
 its real path and inode, so that a directory removed and made again by someone else is not) or when
-its path carries the collection's name (a component holding "sglang": /etc/sglang, /opt/sglang,
-/var/lib/sglang/kernel-caches, /usr/local/lib/blackwell-sglang). Any other existing directory is
+its path carries the collection's name (a component named sglang, sglang-*, blackwell-sglang:
+/etc/sglang, /opt/sglang, /var/lib/sglang/kernel-caches, /usr/local/lib/blackwell-sglang). Any other existing directory is
 foreign: used as it is when the service user already has the access it needs and it is not writable
 by every user, refused otherwise, naming the variable, the path, its owner, group and mode.
 The functions here read nothing but what they are given (stat results, group lists), so that the
@@ -20,7 +20,12 @@ import json
 import re
 import stat
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import COLLECTION_DIR
+
 COLLECTION_NAME = "sglang"
+# A component that carries the collection's name (preflight.COLLECTION_DIR): sglang, sglang-gateway,
+# sglang_x, blackwell-sglang, .blackwell-sglang; not one that merely holds the word (team-sglang-models).
+NAMED = COLLECTION_DIR
 # Where a host records the directories the roles created: root's, named for the collection.
 RECORD = "/var/lib/blackwell-sglang/created-directories.json"
 RECORD_VERSION = 1
@@ -32,8 +37,8 @@ ACCESS_TEXT = {"read": "read and enter it (r-x)", "write": "create files in it (
 
 
 def carries_collection_name(path):
-    """Whether a component of `path` holds the collection's name ("sglang")."""
-    return any(COLLECTION_NAME in part for part in path.split("/"))
+    """Whether a component of `path` is named for the collection (NAMED)."""
+    return any(NAMED.match(part) for part in path.split("/"))
 
 
 def parse_mode(value):
@@ -78,6 +83,20 @@ def mode_text(st):
     return "%04o" % stat.S_IMODE(st.st_mode)
 
 
+def granted(st, uid, groups):
+    """The permission bits (rwx, 0-7) the mode of `st` grants a user (uid, None when the user does not
+    exist yet; `groups` its gids): the owner's, the group's or the others' bits, whichever apply
+    first, as the kernel picks them (ACLs are not read); all of them for root."""
+    if uid == 0:
+        return 0o7
+    mode = stat.S_IMODE(st.st_mode)
+    if uid is not None and st.st_uid == uid:
+        return (mode >> 6) & 0o7
+    if st.st_gid in groups:
+        return (mode >> 3) & 0o7
+    return mode & 0o7
+
+
 def foreign_problem(variable, path, st, owner, group, user, uid, groups, access):
     """Why the foreign directory `path` (stat `st`, owner and group names `owner`, `group`) cannot be
     used as it is for `user` (uid `uid`, None when the user does not exist yet; `groups` the gids
@@ -89,13 +108,7 @@ def foreign_problem(variable, path, st, owner, group, user, uid, groups, access)
         advice.append("take every user's write access away")
     needed = NEEDED_BITS[access]
     if needed and uid != 0:
-        if uid is not None and st.st_uid == uid:
-            granted = (mode >> 6) & 0o7
-        elif st.st_gid in groups:
-            granted = (mode >> 3) & 0o7
-        else:
-            granted = mode & 0o7
-        if granted & needed != needed:
+        if granted(st, uid, groups) & needed != needed:
             reasons.append("%s needs to %s and may not%s" % (
                 user, ACCESS_TEXT[access], " (the user does not exist yet)" if uid is None else ""))
             advice.append("give %s that access" % user)

@@ -35,6 +35,9 @@ SYSTEM_DIRS = frozenset("""
 /usr/share /usr/src /var /var/cache /var/lib /var/local /var/log /var/opt /var/spool /var/tmp
 /var/mail /var/run /var/lock
 """.split())
+# A directory named for the collection: sglang, sglang-*, sglang_*, blackwell-sglang, .blackwell-sglang
+# (the roles' own: module_utils/owned_directories.py; a drop-in directory's rule leaves it alone).
+COLLECTION_DIR = re.compile(r"^\.?(blackwell-)?sglang([-_.].*)?$")
 # Trees that are not files on a disk: nothing of the roles belongs under them.
 PSEUDO_TREES = ("/proc/", "/sys/", "/dev/", "/run/", "/tmp/", "/var/tmp/")
 
@@ -114,8 +117,12 @@ def _drop_in(value):
     parts = value.split("/")
     if len(parts) < 3 or parts[1] != "etc":
         return None
-    index = next((i for i, part in enumerate(parts[2:], 2) if part.endswith(".d")), None)
-    return None if index is None else "/".join(parts[:index + 1])
+    for index, part in enumerate(parts[2:], 2):
+        if COLLECTION_DIR.match(part):
+            return None  # /etc/sglang/env.d: the collection's own
+        if part.endswith(".d"):
+            return "/".join(parts[:index + 1])
+    return None
 
 
 def env_file_problem(name, value):

@@ -15,10 +15,14 @@ description:
   - The roles' one way to make a directory on a host (in place of M(ansible.builtin.file) with
     C(state=directory), which takes over any directory it is given). Each of O(directories) is
     checked first; when one is refused nothing on the host changes, and every refusal is named.
-  - A directory is the roles' own when a role created it, or when a component of its real path holds
-    C(sglang) (C(/etc/sglang), C(/opt/sglang/venvs), C(/var/lib/sglang/kernel-caches),
-    C(/usr/local/lib/blackwell-sglang)). The module records each directory it creates (parents
-    included) in O(record), by real path and inode number, so that a directory removed and made again
+  - A directory is the roles' own when a role created it, or when a component of its real path
+    is named for the collection (C(sglang), C(sglang-*) or C(blackwell-sglang), as in C(/etc/sglang),
+    C(/opt/sglang/venvs), C(/var/lib/sglang/kernel-caches), C(/usr/local/lib/blackwell-sglang); not
+    C(/mnt/team-sglang-models)).
+  - A path reached through a symbolic link that lies in a directory a user other than root may change
+    is refused (the service user could point it at one of root's directories); owner, group and mode
+    are set through a handle that does not follow a link.
+  - The module records each directory it creates (parents included) in O(record), by real path and inode number, so that a directory removed and made again
     by someone else is not taken for the roles' own (the entries of directories gone since, such as a
     pruned workspace, are dropped whenever it is written).
   - A missing directory is created (missing parents too, C(root:root 0755)) with O(directories[].owner),
@@ -27,8 +31,8 @@ description:
   - An existing directory that is not the roles' own (system configuration such as C(/etc/sudoers.d),
     secrets such as C(/etc/ssl/private), another package's or user's data) is never changed. It is used
     as it is when O(directories[].user) already has the O(directories[].access) the role needs
-    (by the owner, group or other bits that apply to that user, as the kernel decides) and it is not
-    writable by every user. Otherwise the module fails, naming the variable, the path, its owner,
+    (by the owner, group or other bits of its mode that apply to that user; ACLs are not read), can
+    enter every directory on the way to it, and it is not writable by every user. Otherwise the module fails, naming the variable, the path, its owner,
     group and mode, and what the user needs.
   - The directories the system shares (C(/etc), C(/opt), C(/var/lib), ...;
     C(module_utils/preflight.py)) and the trees not kept on disk (C(/tmp), C(/run), ...) are refused
@@ -211,6 +215,12 @@ class Plan:
             self.problems.append(problem)
             return
         real = os.path.realpath(path)
+        problem = (dedicated_dir_problem(variable, real) if real != path else None) or _link_problem(variable, path)
+        if problem is None and item["user"] and item["access"] != "none":
+            problem = _passage_problem(variable, real, item["user"], item["group"])
+        if problem:
+            self.problems.append(problem)
+            return
         try:
             st = os.stat(real)
         except FileNotFoundError:
@@ -247,7 +257,9 @@ class Plan:
         for path in parents:
             self.create.append((path, 0, 0, 0o755))
             self.planned.add(path)
-        if real not in self.planned:
+        if real in self.planned:  # planned as the parent of an earlier entry: this entry says how it is to be
+            self.create = [(real, uid, gid, mode) if entry[0] == real else entry for entry in self.create]
+        else:
             self.create.append((real, uid, gid, mode))
             self.planned.add(real)
         self.entries.append({"path": real, "variable": item["variable"], "state": "created"})
@@ -267,6 +279,48 @@ class Plan:
             self.problems.append(problem)
         else:
             self.entries.append({"path": real, "variable": item["variable"], "state": "foreign"})
+
+
+def _link_problem(variable, path):
+    """Why `path` may not be followed: a symbolic link on the way to it (or it itself) that lies in a
+    directory a user other than root may change (the service user could point it at a directory
+    of root's, which the module would then hand over); None when there is none."""
+    parts = path.split("/")[1:]
+    for index in range(1, len(parts) + 1):
+        current = "/" + "/".join(parts[:index])
+        try:
+            st = os.lstat(current)
+        except OSError:
+            return None  # the rest does not exist yet: created, not followed
+        if stat.S_ISLNK(st.st_mode):
+            parent = os.path.dirname(current)
+            pst = os.lstat(parent)
+            if pst.st_uid != 0 or stat.S_IMODE(pst.st_mode) & 0o022:
+                return ("%s: %s is reached through the symbolic link %s, in %s, which a user other than root may change "
+                        "(owner %s, mode %s); name the directory itself" % (
+                            variable, path, current, parent, _name(pwd.getpwuid, pst.st_uid), owned.mode_text(pst)))
+    return None
+
+
+def _passage_problem(variable, real, user, group):
+    """Why `user` cannot reach `real`: an existing directory on the way to it that does not let it
+    enter (x); None when there is none (or the user is root)."""
+    uid, groups = _user_access(user, group)
+    parent = os.path.dirname(real)
+    ancestors = []
+    while parent != "/":
+        ancestors.insert(0, parent)
+        parent = os.path.dirname(parent)
+    for ancestor in ancestors:
+        try:
+            st = os.stat(ancestor)
+        except OSError:
+            return None
+        if not owned.granted(st, uid, groups) & 0o1:
+            owner, group = _name(pwd.getpwuid, st.st_uid), _name(grp.getgrgid, st.st_gid)
+            return ("%s: %s may not enter %s (owner %s, group %s, mode %s) on the way to %s; choose a directory it can "
+                    "reach" % (variable, user, ancestor, owner, group, owned.mode_text(st), real))
+    return None
 
 
 def _read_record(module, path):
@@ -293,6 +347,18 @@ def _write_record(record_path, record):
     os.replace(scratch, record_path)
 
 
+def _set(path, uid, gid, mode):
+    """Owner, group and mode (whatever the umask) of the directory `path` itself, through a handle
+    that does not follow a link put in its place meanwhile; its inode number."""
+    handle = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchown(handle, uid, gid)
+        os.fchmod(handle, mode)
+        return os.fstat(handle).st_ino
+    finally:
+        os.close(handle)
+
+
 def _apply(module, plan, record_path):
     """Create and change as planned; the directories created are recorded even when a later step
     fails (they are the roles' own)."""
@@ -301,12 +367,9 @@ def _apply(module, plan, record_path):
         for current, uid, gid, mode in plan.create:
             os.mkdir(current, mode)
             created.append(current)
-            record[current] = os.stat(current).st_ino
-            os.chown(current, uid, gid)
-            os.chmod(current, mode)  # whatever the umask
+            record[current] = _set(current, uid, gid, mode)
         for current, uid, gid, mode in plan.fix:
-            os.chown(current, uid, gid)
-            os.chmod(current, mode)
+            _set(current, uid, gid, mode)
     except OSError as exc:
         error = "cannot create or change %s: %s" % (current, to_native(exc.strerror or exc))
     if created:

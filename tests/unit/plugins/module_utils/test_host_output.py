@@ -105,3 +105,12 @@ def test_the_filter_is_the_function_and_names_a_wrong_kind():
     assert host_output(result(NVCC_VERSION), "nvcc", "nvcc_release", "v") == {"value": "13.0", "problem": None}
     with pytest.raises(AnsibleFilterError, match="kind 'yaml' is not one of json, nvcc_release, gpu_archs"):
         host_output(result(""), "c", "yaml", "v")
+
+
+def test_a_program_that_could_not_start_is_named_with_the_reason():
+    got = read({"rc": 2, "stdout": "", "stderr": "", "msg": "[Errno 2] No such file or directory: b'/opt/cuda/bin/nvcc'"},
+               "/opt/cuda/bin/nvcc --version", "nvcc_release", "cuda_toolkit_version")
+    assert got["problem"] == (
+        "/opt/cuda/bin/nvcc --version exited with status 2, printing nothing (standard error: \"[Errno 2] No such file or "
+        "directory: b'/opt/cuda/bin/nvcc'\"), where nvcc's version text with its release (\"Cuda compilation tools, release "
+        "M.m\") was expected; check cuda_toolkit_version")

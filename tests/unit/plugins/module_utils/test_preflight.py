@@ -70,7 +70,7 @@ def test_drop_in_directories_are_refused_as_dedicated_and_for_env_files(value, d
         "files out of it: put the file in a directory of its own, e.g. /etc/sglang/x.env" % (value, drop_in))
 
 
-@pytest.mark.parametrize("value", ["/etc/sglang.d.conf/x", "/srv/conf.d", "/etc/sglang", "/etc.d/x"])
+@pytest.mark.parametrize("value", ["/etc/sglang.d.conf/x", "/srv/conf.d", "/etc/sglang", "/etc.d/x", "/etc/sglang/env.d"])
 def test_only_drop_in_directories_under_etc_are_refused(value):
     assert preflight.dedicated_dir_problem("v", value) is None
 

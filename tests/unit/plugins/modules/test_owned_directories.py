@@ -278,3 +278,49 @@ def test_the_advice_works(capsys, base, check_mode):
     assert result["_rc"] == 0 and result["directories"][0]["state"] == "foreign"
     # The other way out it names: a new path.
     assert run(capsys, base, [item(os.path.join(base, "new"))], check_mode=check_mode)["_rc"] == 0
+
+
+def test_a_link_the_service_user_could_change_is_not_followed(capsys, base):
+    # The workspace attack: kernel_cache_dir is the service user's; a link put there in place of a
+    # workspace must not make root hand one of its own directories over.
+    cache = foreign(base, "kernels", NOBODY, NOGROUP, 0o755)
+    target = foreign(base, "sglang-root-only", "root", "root", 0o700)  # named for sglang: it would be taken
+    os.symlink(target, os.path.join(cache, "venv-id"))
+    before = stat_of(target)
+    result = run(capsys, base, [item(os.path.join(cache, "venv-id"))])
+    assert result["problems"] == [
+        "kernel_cache_dir: %s/venv-id is reached through the symbolic link %s/venv-id, in %s, which a user other than root "
+        "may change (owner %s, mode 0755); name the directory itself" % (cache, cache, cache, NOBODY)]
+    assert stat_of(target) == before
+
+
+def test_a_link_to_a_system_directory_is_refused_as_that_directory(capsys, base):
+    link = os.path.join(base, "sglang")
+    os.symlink("/etc", link)
+    assert run(capsys, base, [item(link, variable="sglang_services_env_dir", access="read")])["problems"] == [
+        "sglang_services_env_dir is /etc, a directory the system shares; the roles keep their files out of it. "
+        "Use a directory of its own, e.g. /etc/sglang"]
+
+
+def test_a_directory_the_user_cannot_reach_is_refused(capsys, base):
+    closed = foreign(base, "closed", "root", "root", 0o700)
+    result = run(capsys, base, [item(os.path.join(closed, "sglang"))])
+    assert result["problems"] == [
+        "kernel_cache_dir: %s may not enter %s (owner root, group root, mode 0700) on the way to %s/sglang; choose a "
+        "directory it can reach" % (NOBODY, closed, closed)]
+    assert os.listdir(closed) == []
+
+
+def test_an_entry_made_as_the_parent_of_an_earlier_one_gets_its_own_owner_and_mode(capsys, base):
+    parent, child = os.path.join(base, "p"), os.path.join(base, "p", "c")
+    result = run(capsys, base, [item(child), item(parent, mode="0755")])
+    assert result["created"] == [parent, child]
+    st = os.stat(parent)
+    assert (st.st_uid, oct(st.st_mode & 0o7777)) == (pwd.getpwnam(NOBODY).pw_uid, "0o755")
+    assert not run(capsys, base, [item(child), item(parent, mode="0755")])["changed"]
+
+
+def test_a_path_that_only_holds_the_word_is_not_named_for_the_collection(capsys, base):
+    path = foreign(base, "team-sglang-models", "daemon", "daemon", 0o700)
+    assert "exists and is not the roles' own" in run(capsys, base, [item(path)])["msg"]
+    assert os.stat(path).st_uid == pwd.getpwnam("daemon").pw_uid
