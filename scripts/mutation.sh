@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Mutation testing of all of plugins/ (module_utils, filter, modules, action, lookup) with mutmut,
 # against tests/unit (without tests/unit/playbooks). Not part of CI: 11553 mutants; with two jobs on
-# 2 cores the first 9384 (mutmut runs the fast ones first) took 70 min, and the last ones, whose
-# tests are every module test, run at about 7 a minute: hours in all (docs/figures.md). A run
+# 2 cores the first 9384 (mutmut runs the fast ones first) took 70 min, and the 1665 of verified,
+# flashinfer_jit and cuda_arch, whose tests are every module test, 56 min on their own (`run` with
+# their globs): hours in all (docs/figures.md). A run
 # stopped early (Ctrl-C, or SIGTERM when started in the background) keeps its results: `report`
 # scores the checked mutants and counts the rest.
 # BSG_MUTATION_JOBS sets mutmut's --max-children (default: the number of cores).

@@ -273,3 +273,24 @@ def test_a_stamp_on_another_file_system_than_tmp_is_written_in_place(tmp_path):
     finally:
         import shutil
         shutil.rmtree(directory)
+
+
+def test_a_file_name_that_is_not_utf8_is_signed_not_refused(tmp_path):
+    root = tmp_path / "tree"
+    root.mkdir()
+    (root / os.fsdecode(b"caf\xe9")).write_text("x")  # a name from a non-UTF-8 locale: a lone surrogate in Python
+    first = verified.tree_signature(str(root))
+    assert first == verified.tree_signature(str(root))
+    (root / os.fsdecode(b"caf\xe9")).write_text("changed, longer")
+    assert verified.tree_signature(str(root)) != first
+
+
+def test_an_unchanged_answer_carries_no_diff_of_the_run_that_checked(tmp_path):
+    path = tmp_path / "s.json"
+
+    def check():
+        return {"changed": True, "diff": {"before": "a", "after": "b"}, "answer": 1}
+
+    assert verified.run(str(path), lambda: {}, check)["diff"] == {"before": "a", "after": "b"}
+    again = verified.run(str(path), lambda: {}, check)
+    assert again["verified"] == "unchanged" and "diff" not in again and again["answer"] == 1

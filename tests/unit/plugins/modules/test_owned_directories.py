@@ -17,7 +17,8 @@ import module_runner
 from ansible_collections.blackwell.sglang.plugins.modules import owned_directories
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the module changes owners: root only, as the roles run it")
-NOBODY, NOGROUP = "nobody", grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name
+NOBODY = "nobody"
+NOGROUP = grp.getgrgid(pwd.getpwnam(NOBODY).pw_gid).gr_name  # its group (nogroup on Debian)
 
 
 @pytest.fixture
