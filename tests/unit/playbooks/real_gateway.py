@@ -6,6 +6,7 @@ import json
 import os
 import random
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -69,3 +70,15 @@ def ansible_env():
     """The environment of an ansible-playbook run of this checkout, with the JSON callback."""
     return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
                 ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
+
+
+def run_role_entry(tmp_path, role, tasks_from, hosts, extra_vars, args=()):
+    """ansible-playbook of one play that includes `role`'s `tasks_from` on `hosts` (an inventory's
+    hosts: {name: vars}), run in `tmp_path` with `extra_vars` (-e, JSON) and `args`; (rc, output)."""
+    (tmp_path / "play.yml").write_text(json.dumps([{
+        "name": "The %s role's %s" % (role, tasks_from), "hosts": "all", "gather_facts": False,
+        "tasks": [{"name": tasks_from, "ansible.builtin.include_role": {"name": "blackwell.sglang." + role, "tasks_from": tasks_from}}]}]))
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": hosts}}))
+    proc = subprocess.run(["ansible-playbook", "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra_vars)] + list(args),
+                          capture_output=True, text=True, env=ansible_env(), cwd=str(tmp_path), check=False)
+    return proc.returncode, proc.stdout + proc.stderr

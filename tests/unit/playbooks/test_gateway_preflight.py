@@ -2,41 +2,25 @@
 machine (a local connection: the role asks the interpreter on the host): each bad setting is named
 in the message an operator sees, with the variable, and no key is printed at any verbosity."""
 
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import textwrap
 
 import pytest
 
-from real_gateway import ansible_env
+from real_gateway import run_role_entry
 
-PLAY = textwrap.dedent("""\
-    - name: The gateway role's preflight
-      hosts: gw
-      gather_facts: false
-      tasks:
-        - name: Preflight
-          ansible.builtin.include_role:
-            name: blackwell.sglang.sglang_gateway
-            tasks_from: preflight
-    """)
 SECRET = "not-a-real-key-5f0d"
 
 
 def preflight(tmp_path, verbosity=0, check_mode=False, **settings):
-    (tmp_path / "play.yml").write_text(PLAY)
-    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"gw": {
+    hosts = {"gw": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
         # The workers given (no serving host in this inventory), a plain-text key allowed (a test).
         "sglang_gateway_workers": ["http://127.0.0.1:30000"], "sglang_gateway_api_key": SECRET,
-        "sglang_gateway_allow_plaintext_secrets": True}}}}))
-    proc = subprocess.run(["ansible-playbook", "-i", "hosts.yml", "play.yml", "-e", json.dumps(settings)]
-                          + (["-" + "v" * verbosity] if verbosity else []) + (["--check"] if check_mode else []),
-                          capture_output=True, text=True, env=ansible_env(), cwd=str(tmp_path), check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+        "sglang_gateway_allow_plaintext_secrets": True}}
+    return run_role_entry(tmp_path, "sglang_gateway", "preflight", hosts, settings,
+                          (["-" + "v" * verbosity] if verbosity else []) + (["--check"] if check_mode else []))
 
 
 def test_good_settings_pass_and_the_interpreter_is_published(tmp_path):

@@ -4,34 +4,13 @@ real one needs a CUDA toolkit; the host interpreter's probe: test_gateway_prefli
 output ends the run in one line naming the command, what it printed and the variable to check; a good
 answer passes. Before, garbage reached a Jinja filter raw (from_json: "Expecting value")."""
 
-import json
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from real_gateway import ansible_env
+from real_gateway import run_role_entry
 
 NVCC_VERSION = "nvcc: NVIDIA (R) Cuda compiler driver\\nCuda compilation tools, release 13.0, V13.0.88\\n"
-VERIFY = textwrap.dedent("""\
-    - name: The cuda_toolkit role's verification
-      hosts: node
-      gather_facts: false
-      tasks:
-        - name: Verify
-          ansible.builtin.include_role:
-            name: blackwell.sglang.cuda_toolkit
-            tasks_from: verify
-    """)
-
-
-def run(tmp_path, play, hosts, **extra_vars):
-    (tmp_path / "play.yml").write_text(play)
-    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": hosts}}))
-    proc = subprocess.run(["ansible-playbook", "-i", "hosts.yml", "play.yml", "-e", json.dumps(extra_vars)],
-                          capture_output=True, text=True, env=ansible_env(), cwd=str(tmp_path), check=False)
-    return proc.returncode, " ".join((proc.stdout + proc.stderr).replace('\\"', '"').split())
 
 
 def fake_nvcc(tmp_path, version_text, archs_text, rc=0):
@@ -46,9 +25,11 @@ def fake_nvcc(tmp_path, version_text, archs_text, rc=0):
 
 def verify(tmp_path, version_text, archs_text, rc=0):
     home = fake_nvcc(tmp_path, version_text, archs_text, rc)
-    return home, run(tmp_path, VERIFY, {"node": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
-                     cuda_toolkit_home=home, cuda_toolkit_version="13.0.2", cuda_toolkit_target_archs=["12.0"],
-                     cuda_toolkit_install_method="apt")
+    rc, out = run_role_entry(tmp_path, "cuda_toolkit", "verify",
+                             {"node": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
+                             {"cuda_toolkit_home": home, "cuda_toolkit_version": "13.0.2", "cuda_toolkit_target_archs": ["12.0"],
+                              "cuda_toolkit_install_method": "apt"})
+    return home, (rc, " ".join(out.replace('\\"', '"').split()))
 
 
 def test_a_good_nvcc_passes(tmp_path):
