@@ -19,6 +19,8 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.cache_census import LOCATIONS
+
 # Characters a role-managed path may hold: safe unquoted in unit files, env files and PATH.
 PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
 PATH_CHARS_TEXT = "letters, digits and . _ + @ - /"
@@ -53,16 +55,16 @@ MANAGED_ENV = {
     "PATH": "remove it: the flashinfer role writes PATH with CUDA_HOME/bin first (flashinfer_cuda_home)",
     "CUDA_VISIBLE_DEVICES": "set the service's cuda_visible_devices instead",
     "FLASHINFER_CUDA_ARCH_LIST": "set sglang_node_gpu_archs (or flashinfer_cuda_archs) instead",
-    "FLASHINFER_WORKSPACE_BASE": KERNEL_CACHES,
-    "TRITON_CACHE_DIR": KERNEL_CACHES,
     "TRITON_HOME": KERNEL_CACHES,
-    "TORCHINDUCTOR_CACHE_DIR": KERNEL_CACHES,
-    "DG_JIT_CACHE_DIR": KERNEL_CACHES,
-    "SGLANG_DG_CACHE_DIR": KERNEL_CACHES,  # SGLang sets DG_JIT_CACHE_DIR from it
-    "TRTLLM_DG_CACHE_DIR": KERNEL_CACHES,  # FlashInfer's TRT-LLM DeepGEMM
     "HOME": "set sglang_node_home instead",
     "NCCL_P2P_DISABLE": "set sglang_services_nccl_p2p (auto, on or off) instead",
+    "SGLANG_CRASH_ON_JIT_COMPILE": "set sglang_services_crash_on_jit_compile instead",
 }
+# Every cache of the serving stack is the kernel_cache role's, in the venv's workspace (the table:
+# module_utils/cache_census.py).
+MANAGED_ENV.update((name, KERNEL_CACHES) for name in LOCATIONS)
+# Emptied on every start of a unit (PrivateTmp=yes) or at boot.
+TEMPORARY_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 # Every FLASHINFER_* variable is the flashinfer role's (FLASHINFER_JIT_VERBOSE makes debug builds).
 MANAGED_ENV_PREFIXES = {"FLASHINFER_": "set the flashinfer role's variables (flashinfer_*) instead"}
 
@@ -144,13 +146,25 @@ def env_file_problem(name, value):
     return None
 
 
-def managed_env_problem(where, key):
-    """Why a service's env may not set `key`; None when it may."""
+def managed_env_problem(where, key, value=None):
+    """Why a service's env may not set `key` (to `value`); None when it may. A cache location says
+    what the value would cost: in /tmp a compile after every restart, anywhere else one cache for
+    every venv (the units read each venv's workspace through current)."""
     advice = MANAGED_ENV.get(key)
     if advice is None:
         advice = next((text for prefix, text in MANAGED_ENV_PREFIXES.items() if key.startswith(prefix)), None)
     if advice is None:
         return None
+    if key in LOCATIONS and isinstance(value, str) and value:
+        path = posixpath.normpath(value)
+        temporary = next((base for base in TEMPORARY_DIRS if path == base or path.startswith(base + "/")), None)
+        if temporary:
+            return ("%s: env %s=%s points into %s, which is emptied on every start of the unit (PrivateTmp=) or at boot: "
+                    "every restart would compile again on the serving path. The kernel_cache role places it in the venv's "
+                    "workspace; remove it" % (where, key, value, temporary))
+        return ("%s: env %s=%s would be one cache for every venv of the host, so a switch or rollback meets the other "
+                "version's builds (the units read each venv's workspace through current). The kernel_cache role places it "
+                "in the venv's workspace; remove it (to move every venv's caches, %s)" % (where, key, value, KERNEL_CACHES.replace(" instead", "")))
     return "%s: env %s is managed by the roles; %s" % (where, key, advice)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import gpu_compat
+from ansible_collections.blackwell.sglang.plugins.module_utils import cache_census, gpu_compat
 from ansible_collections.blackwell.sglang.plugins.module_utils.arch_select import flashinfer_select_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import gpu_coverage_problems, toolkit_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.gateway import gateway_problems
@@ -146,7 +146,8 @@ def kernel_cache_problems(variables):
     """The kernel_cache role's paths: kernel_cache_dir a directory the role owns (not under /tmp);
     kernel_cache_store_dir, kernel_cache_venv and kernel_cache_cuda_home (each when set) paths;
     kernel_cache_flashinfer_env_file an env file; kernel_cache_venv_id empty or a plain directory
-    name (the venv's workspace in kernel_cache_dir)."""
+    name (the venv's workspace in kernel_cache_dir); kernel_cache_locations (name: a directory in
+    the workspace, module_utils/cache_census.py) and kernel_cache_census_exempt (name: why) dicts."""
     v = variables
     problems = path_problems({"kernel_cache_dir": v.get("kernel_cache_dir")}, dedicated=True)
     problems += path_problems({name: v.get(name) for name in (
@@ -156,6 +157,16 @@ def kernel_cache_problems(variables):
     if venv_id and not _matches(PLAIN_FILE_NAME, venv_id):
         problems.append("kernel_cache_venv_id must be a plain directory name (the venv id, a workspace in "
                         "kernel_cache_dir), got " + _json(venv_id))
+    locations, exempt = v.get("kernel_cache_locations") or {}, v.get("kernel_cache_census_exempt") or {}
+    if not isinstance(locations, dict):
+        problems.append("kernel_cache_locations must be a dict (a cache variable: a directory in the venv's workspace), got " + _json(locations))
+    else:
+        try:
+            cache_census.locations(locations)
+        except cache_census.CensusError as exc:
+            problems.append(str(exc))
+    if not isinstance(exempt, dict) or not all(isinstance(why, str) and why.strip() for why in exempt.values()):
+        problems.append("kernel_cache_census_exempt must be a dict (a variable: why it is no kernel cache), got " + _json(exempt))
     return problems
 
 
@@ -190,7 +201,7 @@ def sglang_services_input_problems(variables):
     """The sglang_services role's paths and booleans (its services' settings are checked by
     sglang_services.sglang_services_problems): sglang_services_venv and _flashinfer_env_file paths;
     sglang_services_env_dir, _lib_dir and _pycache_dir (when set) directories the role owns;
-    sglang_services_start_without_gpus a boolean."""
+    sglang_services_start_without_gpus and sglang_services_crash_on_jit_compile booleans."""
     v = variables
     problems = path_problems({"sglang_services_venv": v.get("sglang_services_venv"),
                               "sglang_services_flashinfer_env_file": v.get("sglang_services_flashinfer_env_file")})
@@ -199,7 +210,7 @@ def sglang_services_input_problems(variables):
     if _given(v.get("sglang_services_pycache_dir")):
         dedicated["sglang_services_pycache_dir"] = v.get("sglang_services_pycache_dir")
     problems += path_problems(dedicated, dedicated=True)
-    problems += bool_problems({"sglang_services_start_without_gpus": v.get("sglang_services_start_without_gpus")})
+    problems += bool_problems({name: v.get(name) for name in ("sglang_services_start_without_gpus", "sglang_services_crash_on_jit_compile")})
     return problems
 
 

@@ -265,7 +265,7 @@ def sglang_services_problems(settings_by_name, active):
         if not isinstance(env, dict) or any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k)) for k in env):
             problems.append("%s: env must be a dict of VARIABLE: value" % where)
         else:
-            problems += [problem for problem in (managed_env_problem(where, str(key)) for key in sorted(env)) if problem]
+            problems += [problem for problem in (managed_env_problem(where, str(key), env[key]) for key in sorted(env)) if problem]
         if settings.get("enable_dp_attention") is not None:
             flag = bool_problem("%s: enable_dp_attention" % where, settings["enable_dp_attention"])
             if flag:

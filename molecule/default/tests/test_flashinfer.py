@@ -72,13 +72,23 @@ def test_every_kernel_cache_is_the_venv_s_own_outside_tmp(host):
     workspace = "/var/lib/sglang/kernel-caches/" + venv_id
     lines = env_lines(env.content_string)
     assert lines.pop("PATH").split(":")[:2] == ["/opt/cuda/13.0.2/bin", venv + "/bin"]
-    assert lines == {
+    # The caches that were there keep their place (a warm workspace stays warm); SGLang's base and its
+    # JIT kernels (a hard-coded ~/.cache/sglang/jit otherwise), CuTe DSL's (/tmp/<user>) and the CUDA
+    # driver's PTX cache (~/.nv) are the venv's too. The census proves the rest.
+    assert {name: lines[name] for name in ("FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+                                           "SGLANG_DG_CACHE_DIR", "TRTLLM_DG_CACHE_DIR", "SGLANG_CACHE_DIR",
+                                           "SGLANG_JIT_CACHE_DIR", "CUTE_DSL_CACHE_DIR", "CUDA_CACHE_PATH")} == {
         "FLASHINFER_WORKSPACE_BASE": workspace,
         "TRITON_CACHE_DIR": workspace + "/triton",
         "TORCHINDUCTOR_CACHE_DIR": workspace + "/torchinductor",
         "SGLANG_DG_CACHE_DIR": workspace + "/deep_gemm",
         "TRTLLM_DG_CACHE_DIR": workspace + "/trtllm_deep_gemm",
+        "SGLANG_CACHE_DIR": workspace + "/sglang",
+        "SGLANG_JIT_CACHE_DIR": workspace + "/sglang/jit",
+        "CUTE_DSL_CACHE_DIR": workspace + "/cute_dsl",
+        "CUDA_CACHE_PATH": workspace + "/nv",
     }
+    assert all(value == workspace or value.startswith(workspace + "/") for value in lines.values()), lines
     assert host.file(workspace).user == "sglang"
 
 
@@ -204,7 +214,8 @@ def test_fault_reinstalled_flashinfer_wiped_cache_killed_prewarm_then_converge_c
 
 # ---- verification stamps (module_utils/verified.py), on the scratch FlashInfer ------------------
 
-STAMPED = ("Probe | Run FlashInfer with that environment", "Warm | Build the JIT modules (repairs what a killed build left)")
+STAMPED = ("Probe | Run FlashInfer with that environment", "Warm | Build the JIT modules (repairs what a killed build left)",
+           "Every cache the installed venv declares is in its workspace (fact kernel_cache_census)")
 
 
 def stamped_run():
@@ -219,20 +230,45 @@ def stamped_run():
 
 
 def test_stamps_prove_an_unchanged_flashinfer_and_never_hide_an_edit(host, fault_venv):
-    # After the fixture's run nothing changed: both checks are proven by their stamps, nothing changes.
+    # After the fixture's run nothing changed: the checks are proven by their stamps, nothing changes.
     verdicts, changed = stamped_run()
-    assert verdicts == {STAMPED[0]: "unchanged", STAMPED[1]: "unchanged"}
+    assert verdicts == dict.fromkeys(STAMPED, "unchanged")
     assert changed == []
     # The seed outage was a fix that went missing without a trace. An edit of one of FlashInfer's
     # files (its mtime put back as a careless restore would) and a hand edit of the env file: the env
-    # file is written back, and both checks run in full again against the edited FlashInfer.
+    # file is written back, and the checks run in full again against the edited FlashInfer.
     target = FAULT_SITE + "/flashinfer/jit/env.py"
     host.check_output("touch -r {t} /tmp/bsg-mtime && echo '# edited by hand' >> {t} && touch -r /tmp/bsg-mtime {t} "
                       "&& echo 'FLASHINFER_CUDA_ARCH_LIST=7.5' >> {e}".format(t=target, e=FAULT_ENV))
     verdicts, changed = stamped_run()
-    assert verdicts == {STAMPED[0]: "checked", STAMPED[1]: "checked"}
+    assert verdicts == dict.fromkeys(STAMPED, "checked")
     assert [name for name in changed if "FlashInfer environment" in name], changed
     assert "FLASHINFER_CUDA_ARCH_LIST=7.5" not in host.file(FAULT_ENV).content_string
     # Proven again, then recorded: the next run is the stamps' again.
     verdicts, changed = stamped_run()
-    assert verdicts == {STAMPED[0]: "unchanged", STAMPED[1]: "unchanged"} and changed == []
+    assert verdicts == dict.fromkeys(STAMPED, "unchanged") and changed == []
+
+
+def test_the_census_names_a_cache_a_package_adds_and_passes_once_it_is_placed(host, fault_venv):
+    # The next release of a package reads a new cache location (here one line added to one of
+    # FlashInfer's files): the run fails before anything is built or moved, naming the variable and
+    # the file; the advice (kernel_cache_locations) places it in the workspace and the run passes.
+    target = FAULT_SITE + "/flashinfer/autotune_cache.py"
+    original = host.check_output("base64 -w0 " + target)
+    host.check_output("echo '_PLANTED = os.environ.get(\"PLANTED_CACHE_DIR\")' >> " + target)
+    try:
+        cases = run_cases({"planted": FAULT_VARS, "placed": dict(FAULT_VARS, kernel_cache_locations={"PLANTED_CACHE_DIR": "planted"})})
+        assert cases["planted"].failed
+        assert ("the installed packages declare cache locations the kernel_cache role does not place in the venv's workspace "
+                "%s/ws/venv: PLANTED_CACHE_DIR (read in flashinfer/autotune_cache.py)" % FAULTS) in cases["planted"].text
+        assert cases["planted"].tasks[-1].endswith(STAMPED[2])  # it stopped there: nothing built, nothing moved
+        assert not cases["placed"].failed, cases["placed"]
+        census = dict(zip(cases["placed"].tasks, cases["placed"].results))["blackwell.sglang.kernel_cache : " + STAMPED[2]]
+        assert census["placed"]["PLANTED_CACHE_DIR"] == FAULTS + "/ws/venv/planted"
+        assert env_lines(host.file(FAULT_VENV + "/venv.env").content_string)["PLANTED_CACHE_DIR"] == FAULTS + "/ws/venv/planted"
+        # SGLang's own, as its code resolves them with the units' environment: in the workspace
+        assert census["sglang"]["SGLANG_CACHE_DIR"] == FAULTS + "/ws/venv/sglang"
+        assert census["sglang"]["SGLANG_JIT_CACHE_DIR"] == FAULTS + "/ws/venv/sglang/jit"
+        assert census["sglang"]["CUDA_CACHE_PATH"] == FAULTS + "/ws/venv/nv"
+    finally:
+        host.check_output("echo %s | base64 -d > %s" % (original, target))

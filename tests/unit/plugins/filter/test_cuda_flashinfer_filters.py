@@ -59,7 +59,8 @@ def test_filter_names():
     assert flashinfer.FilterModule().filters() == {"flashinfer_targets": flashinfer.flashinfer_targets,
                                                    "flashinfer_select_problems": flashinfer.flashinfer_select_problems,
                                                    "flashinfer_problems": flashinfer_problems,
-                                                   "kernel_cache_problems": kernel_cache_problems}
+                                                   "kernel_cache_problems": kernel_cache_problems,
+                                                   "kernel_cache_environment": flashinfer.kernel_cache_environment}
 
 
 def test_preflight_target_checks_need_nothing_installed():
