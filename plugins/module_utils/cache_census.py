@@ -25,7 +25,13 @@ The census learns what the installed packages declare, from the packages themsel
 
 A declared name is placed (the environment names a path inside the workspace), or one this table
 knows is not a kernel cache (with why), or the census fails naming it and the file that reads it.
-Pure standard library: runs on the hosts in the SGLang venv's interpreter.
+
+Triton's compiles on the serving path need a ``ptxas`` that knows every target (a Triton whose
+bundled ptxas predates sm_103a breaks B300 schedulers, sglang#14075): ``triton_ptxas`` asks Triton
+itself which ptxas it runs for each target (``triton.backends.nvidia.compiler.get_ptxas``, which
+honours TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH) and checks its CUDA release against the
+collection's table of targets (module_utils/cuda_arch.py).
+Runs on the hosts in the SGLang venv's interpreter: the standard library and cuda_arch (packaging).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ import importlib.util
 import os
 import re
 import sys
+
+from ansible_collections.blackwell.sglang.plugins.module_utils import cuda_arch
 
 # A name that says it holds a cache location, as it is spelt in the sources.
 NAME = re.compile(r"^[A-Z][A-Z0-9_]*(?:CACHE_DIR|CACHE_PATH|CACHE_HOME|CACHE_ROOT|WORKSPACE_BASE|WORKSPACE_DIR)$")
@@ -69,6 +77,8 @@ LOCATIONS = {
     "OUTLINES_CACHE_DIR": ("outlines", "outlines/caching.py: compiled grammars (~/.cache/outlines)"),
     "CYTHON_CACHE_DIR": ("cython", "Cython/Build/Cache.py"),
     "SGLANG_DIFFUSION_CACHE_ROOT": ("sgl_diffusion", "sglang/multimodal_gen/envs.py (~/.cache/sgl_diffusion)"),
+    # Not named like a cache, so the scan cannot find it: torch.utils.cpp_extension's JIT builds.
+    "TORCH_EXTENSIONS_DIR": ("torch_extensions", "torch/utils/cpp_extension.py: JIT-built C++/CUDA extensions (~/.cache/torch_extensions)"),
 }
 
 # Names the sources declare that are not kernel caches: name -> why they stay where they are.
@@ -90,12 +100,17 @@ class CensusError(Exception):
     """The venv's packages could not be read."""
 
 
+SUBDIR = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$")
+
+
 def subdir_problems(name, subdir):
-    """Why `subdir` cannot be a cache's directory in the workspace ('' is the workspace itself)."""
-    if not NAME.match(name) and name not in LOCATIONS:
-        return ["%s is not named like a cache location (…CACHE_DIR, …CACHE_PATH, …CACHE_HOME, …CACHE_ROOT, …WORKSPACE_BASE)" % name]
-    if not isinstance(subdir, str) or subdir.startswith("/") or ".." in subdir.split("/") or "\n" in subdir:
-        return ["%s: %r must be a relative directory inside the workspace (no '..')" % (name, subdir)]
+    """Why the operator's `subdir` cannot be the directory of cache `name` in the workspace."""
+    if not NAME.match(name):
+        return ["%s is not named like a cache location (…CACHE_DIR, …CACHE_PATH, …CACHE_HOME, …CACHE_ROOT, "
+                "…WORKSPACE_BASE, …WORKSPACE_DIR)" % name]
+    if not isinstance(subdir, str) or not SUBDIR.match(subdir) or ".." in subdir.split("/"):
+        return ["%s: %r must be a relative directory inside the workspace, of letters, digits, '.', '_', '-' and '/' "
+                "(not the workspace itself, no '..')" % (name, subdir)]
     return []
 
 
@@ -103,11 +118,18 @@ def locations(extra=None):
     """variable -> directory in the workspace: the table, and `extra` (the operator's additions,
     name -> relative directory), which may not move a cache of the table."""
     table = {name: subdir for name, (subdir, _why) in LOCATIONS.items()}
+    taken = {subdir: name for name, subdir in table.items()}
     problems = []
     for name, subdir in sorted((extra or {}).items()):
-        problems += subdir_problems(name, subdir)
-        if name in table and table[name] != subdir:
-            problems.append("%s is placed by the collection (%s): leave it out" % (name, table[name] or "the workspace"))
+        if name in table:
+            if table[name] != subdir:
+                problems.append("%s is placed by the collection (%s): leave it out" % (name, table[name] or "the workspace"))
+            continue
+        found = subdir_problems(name, subdir)
+        if not found and subdir in taken:
+            found = ["%s: %s is %s's directory already; give each cache its own" % (name, subdir, taken[subdir])]
+        taken.setdefault(subdir, name)
+        problems += found
     if problems:
         raise CensusError("kernel_cache_locations: " + "; ".join(problems))
     table.update(extra or {})
@@ -175,14 +197,25 @@ def sglang_locations(environ_module):
     environment wins, as in redirect_third_party_caches())."""
     if environ_module is None:
         return {}
+    registry, text_field = getattr(environ_module, "Envs", None), getattr(environ_module, "EnvStr", None)
+    if registry is None or text_field is None:
+        raise CensusError("SGLang's %s has no Envs registry or EnvStr: this collection reads SGLang >= 0.5.23's; "
+                          "update the census (module_utils/cache_census.py) for this SGLang" % SGLANG_ENVIRON)
     found = {}
-    for name, field in vars(environ_module.Envs).items():
-        if isinstance(field, environ_module.EnvStr) and (NAME.match(name) or callable(field.default)):
-            value = field.get()
+    for name, field in vars(registry).items():
+        if isinstance(field, text_field) and (NAME.match(name) or callable(field.default)):
+            try:
+                value = field.get()
+            except Exception as exc:  # pylint: disable=broad-except  # SGLang's code: named, not a traceback
+                raise CensusError("SGLang's %s fails to resolve %s: %s: %s" % (SGLANG_ENVIRON, name, type(exc).__name__, exc)) from exc
             if value is None or isinstance(value, str) and (value.startswith(("/", "~")) or value == ""):
                 found[name] = value
     defaults = getattr(environ_module, "third_party_cache_defaults", None)
-    for name, value in (defaults() if defaults else {}).items():
+    try:
+        resolved = defaults() if defaults else {}
+    except Exception as exc:  # pylint: disable=broad-except
+        raise CensusError("SGLang's third_party_cache_defaults() fails: %s: %s" % (type(exc).__name__, exc)) from exc
+    for name, value in resolved.items():
         found[name] = os.environ.get(name) or value
     return found
 
@@ -209,7 +242,7 @@ def census(workspace, dirs, extra=None, exempt=None):
         elif value and inside(value, workspace):
             result["placed"][name] = value
         elif value:
-            result["misplaced"][name] = "%s=%s (%s)" % (name, value, "set in the env files" if name in os.environ else "its default")
+            result["misplaced"][name] = "%s=%s (%s)" % (name, value, "set in the environment" if name in os.environ else "its default")
         elif name in declared:
             result["unplaced"][name] = declared[name]
     return result
@@ -225,7 +258,59 @@ def problem(result, workspace):
                      "workspace) or, when it is no kernel cache, to kernel_cache_census_exempt (name: why)"
                      % (workspace, ", ".join("%s (read in %s)" % item for item in sorted(result["unplaced"].items()))))
     if result["misplaced"]:
-        parts.append("these cache locations resolve outside the venv's workspace %s: %s; the kernel_cache role "
-                     "places them in the venv's environment file, which the env files read after it must not move"
+        parts.append("these cache locations resolve outside the venv's workspace %s: %s. Place each the collection "
+                     "does not with kernel_cache_locations (or say why it is none with kernel_cache_census_exempt), and "
+                     "remove what sets one of its caches elsewhere from the env files the units read"
                      % (workspace, ", ".join(value for _name, value in sorted(result["misplaced"].items()))))
     return "kernel_cache: " + "; ".join(parts) if parts else None
+
+
+class _Tool:
+    def __init__(self, path, version):
+        self.path, self.version = path, version
+
+
+def _ptxas_of(get_ptxas, arch):
+    """(path, version) from Triton's get_ptxas in each of its shapes: get_ptxas(arch) -> NvidiaTool
+    (Triton >= 3.6), get_ptxas() -> NvidiaTool (3.4, 3.5: one ptxas for every arch), get_ptxas() ->
+    (path, version) (<= 3.3)."""
+    try:
+        tool = get_ptxas(arch)
+    except TypeError:
+        tool = get_ptxas()
+    if isinstance(tool, tuple):
+        path, version = tool[0], tool[1]
+    else:
+        path, version = tool.path, tool.version
+    return path, str(version)
+
+
+def triton_ptxas(targets, get_ptxas=None):
+    """Triton's own choice of ptxas for each target ('10.3a'): {target: {path, version, problem}}
+    (problem None when that ptxas builds the target). {} when Triton is not installed (nothing
+    compiles with it). `get_ptxas(arch_int)` is Triton's, imported here unless given."""
+    if not targets:
+        return {}
+    if get_ptxas is None:
+        try:
+            from triton.backends.nvidia.compiler import get_ptxas  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            return {}
+    found = {}
+    for target in targets:
+        base, _suffix = cuda_arch.parse_arch(target)
+        try:
+            path, version = _ptxas_of(get_ptxas, int(base.replace(".", "")))
+            need, gone = cuda_arch.toolkit_gap(target, version)
+        except Exception as exc:  # pylint: disable=broad-except  # Triton's code, or a version it read: named
+            found[target] = {"path": None, "version": None, "problem": "Triton finds no ptxas for %s: %s" % (target, exc)}
+            continue
+        tool = _Tool(path, version)
+        problem = None
+        if need or gone:
+            problem = ("Triton compiles for %s with %s (CUDA %s), which %s: its kernels would fail to build on the serving path "
+                       "(sglang#14075). Point Triton at a ptxas that does (the kernel_cache role: kernel_cache_triton_ptxas: "
+                       "toolkit, the CUDA home's)" % (target, tool.path, tool.version,
+                                                      "predates it (needs CUDA >= %s)" % need if need else "no longer builds it (CUDA >= %s)" % gone))
+        found[target] = {"path": tool.path, "version": tool.version, "problem": problem}
+    return found

@@ -19,7 +19,7 @@ import re
 
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.cache_census import LOCATIONS
+from ansible_collections.blackwell.sglang.plugins.module_utils.cache_census import LOCATIONS, NAME as CACHE_NAME
 
 # Characters a role-managed path may hold: safe unquoted in unit files, env files and PATH.
 PATH_CHARS = re.compile(r"[A-Za-z0-9._+@/-]+")
@@ -59,6 +59,8 @@ MANAGED_ENV = {
     "HOME": "set sglang_node_home instead",
     "NCCL_P2P_DISABLE": "set sglang_services_nccl_p2p (auto, on or off) instead",
     "SGLANG_CRASH_ON_JIT_COMPILE": "set sglang_services_crash_on_jit_compile instead",
+    "TRITON_PTXAS_PATH": "set kernel_cache_triton_ptxas (triton or toolkit) instead",
+    "TRITON_PTXAS_BLACKWELL_PATH": "set kernel_cache_triton_ptxas (triton or toolkit) instead",
 }
 # Every cache of the serving stack is the kernel_cache role's, in the venv's workspace (the table:
 # module_utils/cache_census.py).
@@ -153,9 +155,12 @@ def managed_env_problem(where, key, value=None):
     advice = MANAGED_ENV.get(key)
     if advice is None:
         advice = next((text for prefix, text in MANAGED_ENV_PREFIXES.items() if key.startswith(prefix)), None)
+    if advice is None and CACHE_NAME.match(key):  # any cache: the table's, the operator's, one SGLang computes
+        advice = KERNEL_CACHES + " (a cache the collection does not place: kernel_cache_locations)"
     if advice is None:
         return None
-    if key in LOCATIONS and isinstance(value, str) and value:
+    cache = key in LOCATIONS or CACHE_NAME.match(key)
+    if cache and isinstance(value, str) and value:
         path = posixpath.normpath(value)
         temporary = next((base for base in TEMPORARY_DIRS if path == base or path.startswith(base + "/")), None)
         if temporary:

@@ -147,7 +147,8 @@ def kernel_cache_problems(variables):
     kernel_cache_store_dir, kernel_cache_venv and kernel_cache_cuda_home (each when set) paths;
     kernel_cache_flashinfer_env_file an env file; kernel_cache_venv_id empty or a plain directory
     name (the venv's workspace in kernel_cache_dir); kernel_cache_locations (name: a directory in
-    the workspace, module_utils/cache_census.py) and kernel_cache_census_exempt (name: why) dicts."""
+    the workspace, module_utils/cache_census.py) and kernel_cache_census_exempt (name: why) dicts;
+    kernel_cache_triton_ptxas triton or toolkit."""
     v = variables
     problems = path_problems({"kernel_cache_dir": v.get("kernel_cache_dir")}, dedicated=True)
     problems += path_problems({name: v.get(name) for name in (
@@ -165,6 +166,9 @@ def kernel_cache_problems(variables):
             cache_census.locations(locations)
         except cache_census.CensusError as exc:
             problems.append(str(exc))
+    if v.get("kernel_cache_triton_ptxas", "triton") not in ("triton", "toolkit"):
+        problems.append("kernel_cache_triton_ptxas must be triton (Triton's bundled ptxas) or toolkit (the CUDA home's), got "
+                        + _json(v.get("kernel_cache_triton_ptxas")))
     if not isinstance(exempt, dict) or not all(isinstance(why, str) and why.strip() for why in exempt.values()):
         problems.append("kernel_cache_census_exempt must be a dict (a variable: why it is no kernel cache), got " + _json(exempt))
     return problems
@@ -201,7 +205,8 @@ def sglang_services_input_problems(variables):
     """The sglang_services role's paths and booleans (its services' settings are checked by
     sglang_services.sglang_services_problems): sglang_services_venv and _flashinfer_env_file paths;
     sglang_services_env_dir, _lib_dir and _pycache_dir (when set) directories the role owns;
-    sglang_services_start_without_gpus and sglang_services_crash_on_jit_compile booleans."""
+    sglang_services_nvidia_modprobe a path; sglang_services_start_without_gpus and
+    sglang_services_crash_on_jit_compile booleans."""
     v = variables
     problems = path_problems({"sglang_services_venv": v.get("sglang_services_venv"),
                               "sglang_services_flashinfer_env_file": v.get("sglang_services_flashinfer_env_file")})
@@ -210,6 +215,7 @@ def sglang_services_input_problems(variables):
     if _given(v.get("sglang_services_pycache_dir")):
         dedicated["sglang_services_pycache_dir"] = v.get("sglang_services_pycache_dir")
     problems += path_problems(dedicated, dedicated=True)
+    problems += path_problems({"sglang_services_nvidia_modprobe": v.get("sglang_services_nvidia_modprobe")})
     problems += bool_problems({name: v.get(name) for name in ("sglang_services_start_without_gpus", "sglang_services_crash_on_jit_compile")})
     return problems
 

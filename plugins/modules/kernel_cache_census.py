@@ -28,6 +28,11 @@ description:
     O(workspace), or when it is known not to be a kernel cache (model, tokenizer and dataset
     downloads; the table in C(module_utils/cache_census.py), or O(exempt)). The same table renders
     the venv's environment file (filter P(blackwell.sglang.kernel_cache_environment#filter)).
+  - With O(targets), asks Triton itself which C(ptxas) it compiles each target with
+    (C(triton.backends.nvidia.compiler.get_ptxas), which honours C(TRITON_PTXAS_PATH) and
+    C(TRITON_PTXAS_BLACKWELL_PATH)) and fails when that ptxas's CUDA release cannot build the target
+    (a Triton whose bundled ptxas predates C(sm_103a) breaks B300 schedulers, sglang#14075); the
+    table of targets is the collection's (C(module_utils/cuda_arch.py)).
   - Must run with the SGLang venv's interpreter (C(ansible_python_interpreter)) and as the service
     user, with the environment files the units read. Reads only; changes nothing on the host but
     O(stamp).
@@ -52,6 +57,13 @@ options:
     description: Declared names that are no kernel cache, name to why (reported in RV(exempt)).
     type: dict
     default: {}
+  targets:
+    description:
+      - The GPU targets the services run on (C(10.3a), C(12.0f)); Triton's C(ptxas) for each is checked
+        (RV(triton_ptxas)). Empty skips the check; a venv without Triton passes it.
+    type: list
+    elements: str
+    default: []
   stamp:
     description:
       - A verification stamp file (JSON). When the fingerprint of the venv's packages (every
@@ -74,7 +86,8 @@ notes:
   - "Failure modes: an O(env_file) that cannot be read; C(sglang/srt/environ.py) that raises when
     loaded (named with its error); a declared name that is neither placed nor exempt (RV(unplaced));
     a cache that resolves outside O(workspace) (RV(misplaced), with whether an env file set it or it
-    is the package's default); an O(locations) entry that is not a relative directory or moves a
+    is the package's default); a ptxas Triton would use that cannot build one of O(targets) (its path
+    and CUDA release named); an O(locations) entry that is not a relative directory or moves a
     cache of the table."
 seealso:
   - module: blackwell.sglang.flashinfer_jit_cache
@@ -96,7 +109,7 @@ RETURN = r"""
 declared:
   description: Each cache location a package declares, name to the file (relative to site-packages) that reads it.
   type: dict
-  returned: when verified is checked or no stamp is given
+  returned: always (empty when verified is unchanged)
   sample: {"CUTE_DSL_CACHE_DIR": "flashinfer/data/cutlass/python/CuTeDSL/cutlass/base_dsl/cache_helpers.py"}
 sglang:
   description: SGLang's cache locations as its own code resolves them with the env files applied (C(null) for a hard-coded default).
@@ -119,10 +132,18 @@ misplaced:
   description: Names that resolve outside the workspace (the census fails), name to C(NAME=path (origin)).
   type: dict
   returned: always
+triton_ptxas:
+  description:
+    - For each of O(targets), the C(ptxas) Triton compiles it with (C(path)), its CUDA release (C(version), from
+      C(ptxas --version) as Triton reads it) and C(problem) (null when it builds the target).
+  type: dict
+  returned: always
+  sample: {"10.3a": {"path": "/opt/sglang/venvs/03cc642be31cb6ed/lib/python3.11/site-packages/triton/backends/nvidia/bin/ptxas-blackwell",
+                     "version": "13.3", "problem": null}}
 files:
-  description: Python files scanned.
+  description: Python files scanned (0 when verified is unchanged).
   type: int
-  returned: when verified is checked or no stamp is given
+  returned: always
 seconds:
   description: Wall time of the census, in seconds (0 when RV(verified) is C(unchanged)).
   type: float
@@ -133,6 +154,7 @@ verified:
   returned: when stamp is given
 """
 
+import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -150,17 +172,22 @@ def run(params):
         start = time.monotonic()
         dirs = verified.package_dirs()
         result = cache_census.census(workspace, dirs, params["locations"], params["exempt"])
+        result["triton_ptxas"] = cache_census.triton_ptxas(params["targets"])
         result["seconds"] = round(time.monotonic() - start, 1)
         result["changed"] = False
-        message = cache_census.problem(result, workspace)
-        if message:
-            raise cache_census.CensusError(message)
+        problems = [cache_census.problem(result, workspace)] + [
+            "kernel_cache: " + found["problem"] for found in result["triton_ptxas"].values() if found["problem"]]
+        problems = [text for text in problems if text]
+        if problems:
+            raise cache_census.CensusError("; ".join(problems))
         return result
 
     def inputs():
-        return {"check": {name: params[name] for name in ("workspace", "locations", "exempt")},
+        return {"check": {name: params[name] for name in ("workspace", "locations", "exempt", "targets")},
                 "environment": verified.environment(), "venv": verified.venv_signature(),
-                "code": verified.code_signature(cache_census, verified, sys.modules[__name__])}
+                # a ptxas the environment points Triton at (the CUDA home's) is an input of the check too
+                "cuda_home": verified.tree_signature(os.environ.get("CUDA_HOME", "")) if params["targets"] else None,
+                "code": verified.code_signature(cache_census, cache_census.cuda_arch, verified, sys.modules[__name__])}
 
     def steady(result):
         return dict(result, declared={}, files=0, seconds=0.0)
@@ -176,6 +203,7 @@ def main():
             env_file=dict(type="list", elements="path"),
             locations=dict(type="dict", default={}),
             exempt=dict(type="dict", default={}),
+            targets=dict(type="list", elements="str", default=[]),
             stamp=dict(type="path"),
         ),
         supports_check_mode=True,
@@ -183,8 +211,10 @@ def main():
     params = dict(module.params, check_mode=module.check_mode, warn=module.warn)
     try:
         cache_census.locations(params["locations"])
+        for target in params["targets"]:
+            cache_census.cuda_arch.parse_arch(target)
         module.exit_json(**run(params))
-    except (cache_census.CensusError, fj.JitCacheError) as exc:
+    except (cache_census.CensusError, fj.JitCacheError, cache_census.cuda_arch.ArchError) as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
         module.fail_json(msg=fj.os_error_reason(exc))

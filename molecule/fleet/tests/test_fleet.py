@@ -13,12 +13,15 @@ current alone; a truncated artifact makes node 2 build locally and end whole, an
 the store; bad rollout settings and a bad host setting stop the rollout before anything changed.
 Node 2 told it has B300s (another key) builds its own artifact, never node 1's; a change of the
 units' environment alone, then of a unit alone, that fails is undone from the snapshot taken
-before the switch and the node put back at the gateway. Last, a rollout of both nodes (the canary,
-then the rest) while a load of real requests goes through the gateway: none fails.
+before the switch and the node put back at the gateway. A rollout of both nodes (the canary,
+then the rest) while a load of real requests goes through the gateway: none fails. Last, node 2 is
+rebooted (its container restarted): the unit's privileged device step runs first, as root, and the
+service comes back on its venv with its caches where they were.
 
 Every rollout here drains through the gateway node's smg (rollout_drain: sglang_gateway, the scenario's
 host_vars). The SGLang server is the one part replaced: molecule/fleet/files/standin.py, started
-by the units through prepare.yml's drop-in (a lab node has no GPU). Everything else runs for real,
+by the units through prepare.yml's drop-in (a lab node has no GPU), and NVIDIA's nvidia-modprobe
+(molecule/fleet/files/nvidia-modprobe, which records its calls). Everything else runs for real,
 the gateway included; task order, results and task start times come from Ansible's JSON callback.
 """
 
@@ -582,3 +585,48 @@ def test_13_a_rollout_through_the_real_gateway_loses_no_request(capsys):
     assert int(started_at(NODE1)) < int(started_at(NODE2))
     assert "STANDIN_NOTE" in HOSTS[NODE2].file("/etc/sglang/sglang-eagle3.env").content_string
     assert_gateway_holds_each_worker_once()
+
+
+def unit_time(name, prop):
+    """A unit's timestamp property as seconds since the epoch (systemd's own clock, microseconds)."""
+    text = HOSTS[name].check_output("systemctl show --timestamp=us+utc -P %s %s" % (prop, UNIT))
+    return datetime.datetime.strptime(text.strip(), "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def modprobe_calls(name):
+    log = HOSTS[name].file("/var/log/bsg-nvidia-modprobe.log")
+    return log.content_string.splitlines() if log.exists else []
+
+
+def test_14_a_rebooted_node_runs_its_device_step_first_and_serves_again_from_the_same_caches():
+    # The issue's outage: after a boot, the service is the first CUDA user and CUDA's own call of the
+    # setuid nvidia-modprobe is refused by the sandbox. The unit runs it first, privileged (+), while
+    # the server keeps NoNewPrivileges= and its exposure; the unit starts after the persistence daemon.
+    unit_text = unit(NODE2)
+    assert "ExecStartPre=+/usr/bin/nvidia-modprobe -u -c=0" in unit_text
+    assert unit_text.index("ExecStartPre=+/usr/bin/nvidia-modprobe") < unit_text.index("flashinfer_prewarm.py")
+    assert "nvidia-persistenced.service" in HOSTS[NODE2].check_output("systemctl show -P After %s" % UNIT).split()
+    workspace = module_dir(NODE2)
+    caches, venv, calls, started = stats(NODE2, workspace), current(NODE2), modprobe_calls(NODE2), starts(NODE2)
+    subprocess.run(["podman", "restart", "--time", "30", NODE2], check=True, capture_output=True, timeout=180)
+    deadline = time.monotonic() + 180
+    while HOSTS[NODE2].run("systemctl is-active %s" % UNIT).stdout.strip() != "active" or len(starts(NODE2)) == len(started):
+        assert time.monotonic() < deadline, HOSTS[NODE2].run("journalctl -b -u %s --no-pager" % UNIT).stdout
+        time.sleep(2)
+    new_calls = modprobe_calls(NODE2)[len(calls):]
+    assert len(new_calls) == 1, (new_calls, HOSTS[NODE2].run("journalctl -b -u %s --no-pager" % UNIT).stdout)  # once, at this start
+    when, user, capabilities, arguments = new_calls[0].split(" ", 3)
+    assert (user, arguments) == ("uid=0", "args=-u -c=0")
+    # every capability the container has (init's bounding set), not the server's empty set
+    bounding = HOSTS[NODE2].check_output("grep CapBnd /proc/1/status").split()[1]
+    assert int(capabilities.split(":")[1], 16) == int(bounding, 16) != 0
+    assert float(when) <= unit_time(NODE2, "ExecMainStartTimestamp")
+    assert HOSTS[NODE2].check_output("systemctl show -P NoNewPrivileges %s" % UNIT).strip() == "yes"
+    exposure = re.search(r"Overall exposure level for %s: ([0-9.]+)" % re.escape(UNIT),
+                         HOSTS[NODE2].run("systemd-analyze security --no-pager %s" % UNIT).stdout)
+    assert exposure and float(exposure.group(1)) <= 5.0, exposure
+    # On the same venv, from the same caches: nothing rebuilt, nothing for ninja to do.
+    assert current(NODE2) == venv and starts(NODE2) == started + [os.path.basename(venv)]
+    assert stats(NODE2, workspace) == caches and ninja_has_nothing_to_do(NODE2, workspace)
+    # Not checked here: the gateway. A restarted container gets a new address on podman's network
+    # (a real host keeps its own), so the gateway's entry for it is stale; the last test of the scenario.

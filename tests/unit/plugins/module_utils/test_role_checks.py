@@ -46,7 +46,7 @@ SERVICES_INPUT = {
     "sglang_services_venv": "/opt/sglang/venv", "sglang_services_flashinfer_env_file": "/etc/sglang/flashinfer.env",
     "sglang_services_env_dir": "/etc/sglang/services", "sglang_services_lib_dir": "/usr/local/lib/sglang",
     "sglang_services_pycache_dir": "", "sglang_services_start_without_gpus": False,
-    "sglang_services_crash_on_jit_compile": False,
+    "sglang_services_crash_on_jit_compile": False, "sglang_services_nvidia_modprobe": "/usr/bin/nvidia-modprobe",
 }
 SETTINGS = {"eagle3": {"tp_size": 1, "pp_size": 1, "cuda_visible_devices": [], "attention_backend": ""}}
 SERVICES_GPU = {
@@ -188,6 +188,8 @@ def test_cuda_toolkit_reports_every_problem_in_order():
      ["sglang_services_start_without_gpus: 'maybe' is not a boolean (use true or false)"]),
     ({"sglang_services_crash_on_jit_compile": "always"},
      ["sglang_services_crash_on_jit_compile: 'always' is not a boolean (use true or false)"]),
+    ({"sglang_services_nvidia_modprobe": "nvidia-modprobe"},
+     ["sglang_services_nvidia_modprobe must be an absolute path (start with /), got 'nvidia-modprobe'"]),
     ({"sglang_services_lib_dir": "/usr"}, [
         "sglang_services_lib_dir is /usr, a directory the system shares; the roles keep their files out of it. Use a directory of its own, e.g. /usr/sglang"]),
 ])

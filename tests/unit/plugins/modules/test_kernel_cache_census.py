@@ -9,6 +9,7 @@ kernel_cache role).
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -165,6 +166,9 @@ def test_the_role_checks_refuse_locations_and_exemptions_that_are_no_dicts():
     problems = kernel_cache_problems(dict(base, kernel_cache_locations=["MYLIB_CACHE_DIR"], kernel_cache_census_exempt={"X_CACHE_DIR": ""}))
     assert any(p.startswith("kernel_cache_locations must be a dict") for p in problems)
     assert any(p.startswith("kernel_cache_census_exempt must be a dict") for p in problems)
+    assert kernel_cache_problems(dict(base, kernel_cache_triton_ptxas="toolkit")) == []
+    assert kernel_cache_problems(dict(base, kernel_cache_triton_ptxas="cuda")) == [
+        'kernel_cache_triton_ptxas must be triton (Triton\'s bundled ptxas) or toolkit (the CUDA home\'s), got "cuda"']
 
 
 # ---- the census ---------------------------------------------------------------------------------
@@ -238,7 +242,7 @@ def test_an_exemption_cannot_unplace_a_cache_of_the_table(site, workspace, place
     assert result["unplaced"] == {"QUACK_CACHE_DIR": "quack/cache/__init__.py"}
 
 
-@pytest.mark.parametrize("value, origin", [("/tmp/quack", "set in the env files"), ("~/.cache/quack", "set in the env files")])
+@pytest.mark.parametrize("value, origin", [("/tmp/quack", "set in the environment"), ("~/.cache/quack", "set in the environment")])
 def test_a_cache_moved_out_of_the_workspace_by_an_env_file_fails(site, workspace, placed, monkeypatch, value, origin):
     monkeypatch.setenv("QUACK_CACHE_DIR", value)
     result = cache_census.census(workspace, [str(site)])
@@ -334,3 +338,134 @@ def test_every_cache_of_the_table_is_managed_in_a_service_env():
         assert managed_env_problem("where", name) is not None, name
     assert "sglang_services_crash_on_jit_compile" in managed_env_problem("where", "SGLANG_CRASH_ON_JIT_COMPILE", "1")
     assert managed_env_problem("where", "MY_OWN_VARIABLE", "/tmp/x") is None
+
+
+# ---- the ptxas Triton compiles with --------------------------------------------------------------
+
+class Tool:
+    """What Triton's get_ptxas returns (triton/knobs.py NvidiaTool: path, version as 'major.minor')."""
+
+    def __init__(self, path, version):
+        self.path, self.version = path, version
+
+
+def stand_in_get_ptxas(tools):
+    """Triton's triton.backends.nvidia.compiler.get_ptxas(arch) (ptxas-blackwell for arch >= 100,
+    else ptxas), over `tools` {'blackwell': Tool, 'default': Tool}; None raises as Triton does."""
+    def get_ptxas(arch):
+        tool = tools["blackwell" if arch >= 100 else "default"]
+        if tool is None:
+            raise RuntimeError("Cannot find ptxas-blackwell")
+        return tool
+    return get_ptxas
+
+
+def test_triton_s_ptxas_that_knows_every_target_passes():
+    # Triton 3.8 bundles ptxas-blackwell 13.3 and ptxas 12.9 (read on the lab's venv)
+    found = cache_census.triton_ptxas(["10.3a", "12.0f"], stand_in_get_ptxas(
+        {"blackwell": Tool("/venv/triton/backends/nvidia/bin/ptxas-blackwell", "13.3"), "default": Tool("/venv/ptxas", "12.9")}))
+    assert found == {"10.3a": {"path": "/venv/triton/backends/nvidia/bin/ptxas-blackwell", "version": "13.3", "problem": None},
+                     "12.0f": {"path": "/venv/triton/backends/nvidia/bin/ptxas-blackwell", "version": "13.3", "problem": None}}
+
+
+def test_a_bundled_ptxas_that_predates_sm103a_is_named_with_the_fix():
+    found = cache_census.triton_ptxas(["10.3a"], stand_in_get_ptxas({"blackwell": Tool("/venv/bin/ptxas-blackwell", "12.8"), "default": None}))
+    problem = found["10.3a"]["problem"]
+    assert problem.startswith("Triton compiles for 10.3a with /venv/bin/ptxas-blackwell (CUDA 12.8), which predates it "
+                              "(needs CUDA >= 12.9)")
+    assert "sglang#14075" in problem and "kernel_cache_triton_ptxas: toolkit" in problem
+
+
+def test_no_ptxas_at_all_is_named():
+    found = cache_census.triton_ptxas(["10.3a"], stand_in_get_ptxas({"blackwell": None, "default": None}))
+    assert found["10.3a"]["problem"] == "Triton finds no ptxas for 10.3a: Cannot find ptxas-blackwell"
+
+
+def test_no_targets_or_no_triton_asks_nothing(monkeypatch):
+    assert cache_census.triton_ptxas([], stand_in_get_ptxas({})) == {}
+    monkeypatch.setitem(sys.modules, "triton", None)  # not installed: the import fails
+    assert cache_census.triton_ptxas(["10.3a"]) == {}
+
+
+def forget_triton():
+    for name in [name for name in sys.modules if name == "triton" or name.startswith("triton.")]:
+        del sys.modules[name]
+
+
+def test_the_module_fails_on_triton_s_ptxas_and_reports_it(module, site, monkeypatch):
+    """The module imports Triton's get_ptxas from the venv: here a stand-in package with Triton's
+    module path and function, whose answer follows the environment as Triton's knobs do."""
+    write(site / "triton" / "__init__.py", "")
+    write(site / "triton" / "backends" / "__init__.py", "")
+    write(site / "triton" / "backends" / "nvidia" / "__init__.py", "")
+    write(site / "triton" / "backends" / "nvidia" / "compiler.py", (
+        "import collections, os\n"
+        "NvidiaTool = collections.namedtuple('NvidiaTool', 'path version')\n"
+        "def get_ptxas(arch):\n"
+        "    return NvidiaTool(os.environ.get('TRITON_PTXAS_BLACKWELL_PATH', '/bundled/ptxas-blackwell'),\n"
+        "                      os.environ.get('STAND_IN_PTXAS_VERSION', '12.8'))\n"))
+    monkeypatch.syspath_prepend(str(site))
+    forget_triton()
+    try:
+        result = module(targets=["10.3a"])
+        assert result["_rc"] == 1
+        assert "kernel_cache: Triton compiles for 10.3a with /bundled/ptxas-blackwell (CUDA 12.8)" in result["msg"]
+        monkeypatch.setenv("STAND_IN_PTXAS_VERSION", "13.0")
+        result = module(targets=["10.3a"])
+        assert result["_rc"] == 0 and result["triton_ptxas"]["10.3a"] == {"path": "/bundled/ptxas-blackwell", "version": "13.0", "problem": None}
+        result = module(targets=["10.4"])
+        assert result["_rc"] == 1 and "10.4" in result["msg"]
+    finally:
+        forget_triton()
+
+
+@pytest.mark.parametrize("shape", ["3.6: get_ptxas(arch) -> NvidiaTool", "3.4: get_ptxas() -> NvidiaTool", "3.3: get_ptxas() -> (path, version)"])
+def test_every_shape_of_triton_s_get_ptxas_is_read(shape):
+    # Triton 3.5 bundles ptxas 12.8 for every arch: too old for sm_103a, whatever the shape.
+    tool = Tool("/venv/triton/backends/nvidia/bin/ptxas", "12.8")
+    get_ptxas = {"3.6": lambda arch: tool, "3.4": lambda: tool, "3.3": lambda: (tool.path, tool.version)}[shape[:3]]
+    found = cache_census.triton_ptxas(["10.3a", "12.0a"], get_ptxas)
+    assert found["10.3a"]["problem"].startswith("Triton compiles for 10.3a with /venv/triton/backends/nvidia/bin/ptxas (CUDA 12.8)")
+    assert found["12.0a"] == {"path": tool.path, "version": "12.8", "problem": None}
+
+
+def test_a_get_ptxas_that_fails_otherwise_is_named_not_a_traceback():
+    def broken(arch):
+        raise AttributeError("'NoneType' object has no attribute 'path'")
+    assert cache_census.triton_ptxas(["10.3a"], broken)["10.3a"]["problem"] == (
+        "Triton finds no ptxas for 10.3a: 'NoneType' object has no attribute 'path'")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("class Envs:\n    pass\n", "has no Envs registry or EnvStr"),
+    (STAND_IN_ENVIRON.replace('EnvStr(lambda: _default_cache_subdir("ple"))', "EnvStr(lambda: 1 / 0)"),
+     "fails to resolve SGLANG_QWEN4_PLE_FILE_DIR: ZeroDivisionError"),
+    (STAND_IN_ENVIRON.replace("    base = os.path.expanduser", "    raise KeyError('x')\n    base = os.path.expanduser"),
+     "third_party_cache_defaults() fails: KeyError"),
+])
+def test_an_sglang_registry_that_cannot_be_read_is_named(site, workspace, placed, text, words):
+    write(site / "sglang" / "srt" / "environ.py", text)
+    with pytest.raises(cache_census.CensusError) as error:
+        cache_census.census(workspace, [str(site)])
+    assert words in str(error.value)
+
+
+@pytest.mark.parametrize("extra, words", [
+    ({"MYLIB_CACHE_DIR": ""}, "must be a relative directory"),
+    ({"MYLIB_CACHE_DIR": "."}, "must be a relative directory"),
+    ({"MYLIB_CACHE_DIR": "my lib"}, "must be a relative directory"),
+    ({"MYLIB_CACHE_DIR": "triton"}, "MYLIB_CACHE_DIR: triton is TRITON_CACHE_DIR's directory already"),
+    ({"A_CACHE_DIR": "shared", "B_CACHE_DIR": "shared"}, "B_CACHE_DIR: shared is A_CACHE_DIR's directory already"),
+])
+def test_each_added_cache_gets_a_directory_of_its_own(workspace, extra, words):
+    with pytest.raises(cache_census.CensusError) as error:
+        cache_census.environment(workspace, extra)
+    assert words in str(error.value)
+    assert cache_census.environment(workspace, {"TRITON_CACHE_DIR": "triton"})["TRITON_CACHE_DIR"] == workspace + "/triton"
+
+
+@pytest.mark.parametrize("key", ["SGLANG_CUTE_AOT_CACHE_DIR", "MYLIB_CACHE_DIR", "SOME_WORKSPACE_DIR"])
+def test_a_service_env_may_not_move_any_cache_named_variable(key):
+    problem = managed_env_problem("sglang_services_settings.default", key, "/tmp/x")
+    assert problem.startswith("sglang_services_settings.default: env %s=/tmp/x points into /tmp" % key)
+    assert "kernel_cache_locations" in managed_env_problem("where", "MYLIB_CACHE_DIR")
