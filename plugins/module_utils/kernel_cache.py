@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import filecmp
 import glob
 import hashlib
 import io
@@ -336,6 +337,14 @@ def rewrite_deps_mtime(path, mtime_ns):
     return count
 
 
+def remove_path(path):
+    """Remove a module dir (a link or a file in its place: only that)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 def set_mtimes(root, mtime_ns):
     """Every regular file under `root` (or `root` itself when it is a file) gets mtime and atime `mtime_ns`."""
     paths = [root] if not os.path.isdir(root) else [
@@ -592,10 +601,7 @@ def _merge(root, manifest, workspace, jit_rel, incoming, ninja, result):
                 result["skipped_modules"].append(name)
                 continue
             if os.path.lexists(target):  # broken: never left in place
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
-                else:
-                    os.unlink(target)
+                remove_path(target)
                 result["removed"].append(name)
             shutil.move(os.path.join(root, jit_rel, name), target)
             try:
@@ -610,3 +616,250 @@ def _merge(root, manifest, workspace, jit_rel, incoming, ninja, result):
                 shutil.rmtree(target)
                 result["rejected_modules"][name] = explain or "its .so is %s" % problem
     result["skipped_modules"].sort()
+
+
+# ---- relocation: a module dir built for one venv, proven for another ----------------------------
+#
+# A new venv whose kernel inputs did not change (one unrelated package added) holds the same
+# FlashInfer, the same headers, the same targets and CUDA; only its path and its workspace's differ,
+# and ninja names both in build.ninja, in each command (hashed into .ninja_log) and in .ninja_deps.
+# relocate_module() copies a module dir the serving venv built, moves those paths, and keeps it only
+# when it is proven: every input ninja recorded under a moved prefix has the same bytes at its new
+# path (read now, both sides), every other input is where ninja last saw it (the source module dir is
+# up to date), ninja's own hash of every source command reproduces its log (so the new hashes are
+# ninja's), and after settling ninja -n finds nothing to do. FlashInfer's own build, run next,
+# rewrites build.ninja if it would generate anything else, and ninja then rebuilds.
+
+RAPID_SEED = 0xBDD89AA982704029
+RAPID_SECRET = (0x2D358DCCAA6C78A5, 0x8BB84B93962EACC9, 0x4B33A62ED433D4A3)
+MASK64 = (1 << 64) - 1
+
+
+def _rapid_mum(a, b):
+    product = a * b
+    return product & MASK64, (product >> 64) & MASK64
+
+
+def _rapid_mix(a, b):
+    low, high = _rapid_mum(a, b)
+    return low ^ high
+
+
+def rapidhash(data):
+    """ninja's hash of a command in .ninja_log (src/build_log.cc, HashCommand: rapidhash,
+    src/third_party/rapidhash/rapidhash.h, RAPIDHASH_FAST and _UNROLLED, little endian; ninja >= 1.12,
+    log v7) of `data` (bytes), as an int."""
+    data, size, secret = bytes(data), len(data), RAPID_SECRET
+
+    def r64(at):
+        return struct.unpack_from("<Q", data, at)[0]
+
+    def r32(at):
+        return struct.unpack_from("<I", data, at)[0]
+
+    seed = (RAPID_SEED ^ _rapid_mix(RAPID_SEED ^ secret[0], secret[1]) ^ size) & MASK64
+    if size <= 16:
+        if size >= 4:
+            last, delta = size - 4, (size & 24) >> (size >> 3)
+            a, b = (r32(0) << 32) | r32(last), (r32(delta) << 32) | r32(last - delta)
+        elif size:
+            a, b = (data[0] << 56) | (data[size >> 1] << 32) | data[size - 1], 0
+        else:
+            a = b = 0
+    else:
+        left, at = size, 0
+        if left > 48:
+            see1 = see2 = seed
+            while left >= 48:
+                seed = _rapid_mix(r64(at) ^ secret[0], r64(at + 8) ^ seed)
+                see1 = _rapid_mix(r64(at + 16) ^ secret[1], r64(at + 24) ^ see1)
+                see2 = _rapid_mix(r64(at + 32) ^ secret[2], r64(at + 40) ^ see2)
+                at, left = at + 48, left - 48
+            seed ^= see1 ^ see2
+        if left > 16:
+            seed = _rapid_mix(r64(at) ^ secret[2], r64(at + 8) ^ seed ^ secret[1])
+            if left > 32:
+                seed = _rapid_mix(r64(at + 16) ^ secret[2], r64(at + 24) ^ seed)
+        a, b = r64(at + left - 16), r64(at + left - 8)
+    a, b = _rapid_mum(a ^ secret[1], b ^ seed)
+    return _rapid_mix(a ^ secret[0] ^ size, b ^ secret[1])
+
+
+def _deps_records(path):
+    """(header bytes, [(is_deps, payload)]) of the ninja deps log `path` (version 4 only)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    head = len(DEPS_SIGNATURE)
+    if data[:head] != DEPS_SIGNATURE or len(data) < head + 4 or struct.unpack_from("<i", data, head)[0] != DEPS_VERSION:
+        raise KernelCacheError("%s is not a ninja deps log of version %d" % (path, DEPS_VERSION))
+    records, offset = [], head + 4
+    while offset < len(data):
+        if offset + 4 > len(data):
+            raise KernelCacheError("%s is truncated at byte %d" % (path, offset))
+        size = struct.unpack_from("<I", data, offset)[0]
+        is_deps, size = bool(size & DEPS_RECORD), size & ~DEPS_RECORD
+        end = offset + 4 + size
+        if size % 4 or end > len(data) or size < (12 if is_deps else 8):
+            raise KernelCacheError("%s has a malformed record at byte %d" % (path, offset))
+        records.append((is_deps, data[offset + 4:end]))
+        offset = end
+    return data[:head + 4], records
+
+
+def _move_path(path, moves):
+    """`path` with the first matching (old, new) prefix of `moves` replaced; unchanged when none matches."""
+    for old, new in moves:
+        if path == old or path.startswith(old + "/"):
+            return new + path[len(old):]
+    return path
+
+
+def _deps_paths(path):
+    """Every path the deps log `path` names (outputs and the inputs ninja recorded), in id order."""
+    _head, records = _deps_records(path)
+    return [payload[:-4].rstrip(b"\0").decode("utf-8", "surrogateescape") for is_deps, payload in records if not is_deps]
+
+
+def _write_atomic(path, data):
+    fd, tmp = tempfile.mkstemp(prefix=".relocate.", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _move_deps(path, moves):
+    """Rewrite each path record of the deps log `path` through `moves` (a record keeps its id check)."""
+    head, records = _deps_records(path)
+    out = [head]
+    for is_deps, payload in records:
+        if not is_deps:
+            name = _move_path(payload[:-4].rstrip(b"\0").decode("utf-8", "surrogateescape"), moves).encode("utf-8", "surrogateescape")
+            payload = name + b"\0" * (-len(name) % 4) + payload[-4:]
+        out.append(struct.pack("<I", len(payload) | (DEPS_RECORD if is_deps else 0)) + payload)
+    _write_atomic(path, b"".join(out))
+
+
+def _commands(module_dir, ninja):
+    """{output: the command ninja runs for it} (ninja -t compdb: the evaluated command ninja hashes)."""
+    done = _ninja(ninja, module_dir, "-t", "compdb")
+    if done.returncode != 0:
+        raise KernelCacheError("ninja -t compdb failed in %s: %s" % (module_dir, _last_line(done)))
+    try:
+        entries = json.loads(done.stdout)
+    except ValueError as exc:
+        raise KernelCacheError("ninja -t compdb in %s printed no JSON (%s)" % (module_dir, exc)) from exc
+    return {os.path.normpath(os.path.join(entry["directory"], entry["output"])): entry["command"] for entry in entries}
+
+
+def _build_inputs(build_ninja):
+    """The explicit inputs of every build statement of a FlashInfer build.ninja (absolute paths)."""
+    inputs = []
+    with open(build_ninja, encoding="utf-8", errors="surrogateescape") as handle:
+        for line in handle:
+            if line.startswith("build ") and ":" in line:
+                inputs += [word for word in line.split(":", 1)[1].split()[1:] if word.startswith("/")]
+    return inputs
+
+
+INCLUDE_FLAG = re.compile(r"(?:^|\s)(?:-I|-isystem\s+)(/[^\s$]+)")
+
+
+def _include_dirs(build_ninja):
+    """The absolute include directories of a build.ninja's flags (-I<dir>, -isystem <dir>)."""
+    with open(build_ninja, encoding="utf-8", errors="surrogateescape") as handle:
+        return sorted(set(INCLUDE_FLAG.findall(handle.read())))
+
+
+def _tree_difference(old, new):
+    """None when the trees `old` and `new` hold the same files with the same bytes, else the first
+    difference (a file only on one side, or one whose bytes differ)."""
+    def files(root):
+        return {os.path.relpath(os.path.join(base, name), root) for base, _dirs, names in os.walk(root) for name in names}
+    old_files, new_files = files(old), files(new)
+    for rel in sorted(old_files ^ new_files):
+        return "%s is only in %s" % (rel, old if rel in old_files else new)
+    for rel in sorted(old_files):
+        if not filecmp.cmp(os.path.join(old, rel), os.path.join(new, rel), shallow=False):
+            return "%s differs from %s" % (os.path.join(new, rel), os.path.join(old, rel))
+    return None
+
+
+def relocate_module(src_dir, dst_dir, moves, ninja):
+    """Copy the module dir `src_dir` (built for another venv) to `dst_dir`, its paths moved by `moves`
+    ([(old prefix, new prefix)], the venv's and the workspace's), and keep it only when proven (see
+    above). Returns None when `dst_dir` holds the proven module, else why not (nothing is left)."""
+    moves = [(old.rstrip("/"), new.rstrip("/")) for old, new in moves]
+    fresh, explain = ninja_up_to_date(src_dir, ninja)
+    if not fresh:
+        return "the serving venv's %s is not up to date (%s)" % (src_dir, explain)
+    src_commands = _commands(src_dir, ninja)
+    log_path = os.path.join(src_dir, ".ninja_log")
+    with open(log_path, encoding="utf-8", errors="surrogateescape") as handle:
+        log = handle.read().splitlines()
+    if not log or log[0] != "# ninja log v7":
+        return "%s is not a ninja log v7 (%s)" % (log_path, log[0] if log else "empty")
+    entries = [line.split("\t") for line in log[1:] if line.strip()]
+    if any(len(entry) != 5 for entry in entries):
+        return "%s has a line that is not 5 fields" % log_path
+    for _start, _end, _mtime, output, recorded in entries:
+        if output in src_commands and "%x" % rapidhash(src_commands[output].encode("utf-8", "surrogateescape")) != recorded:
+            return "ninja's hash of the command of %s is not reproduced (another ninja?)" % output
+    deps = os.path.join(src_dir, ".ninja_deps")
+    outputs = set(src_commands)
+    inputs = set(_deps_paths(deps) if os.path.exists(deps) else []) | set(_build_inputs(os.path.join(src_dir, "build.ninja")))
+    for path in sorted(inputs - outputs):
+        moved = _move_path(path, moves)
+        if moved != path:
+            try:
+                same = file_sha256(path) == file_sha256(moved)
+            except OSError as exc:
+                return "input %s: %s" % (moved, os_error_reason(exc))
+            if not same:
+                return "input %s differs from %s, which the serving venv's build read" % (moved, path)
+    # Headers a compiler leaves out of its deps (gcc -MMD omits -isystem ones): every include
+    # directory the flags name under a moved prefix holds the same files with the same bytes.
+    for path in _include_dirs(os.path.join(src_dir, "build.ninja")):
+        moved = _move_path(path, moves)
+        if moved != path:
+            difference = _tree_difference(path, moved)
+            if difference:
+                return "include directory %s: %s" % (moved, difference)
+    staging = tempfile.mkdtemp(prefix=".%s.relocate-" % os.path.basename(dst_dir), dir=os.path.dirname(dst_dir))
+    try:
+        target = os.path.join(staging, os.path.basename(dst_dir))
+        shutil.copytree(src_dir, target, symlinks=True)
+        build = os.path.join(target, "build.ninja")
+        with open(build, encoding="utf-8", errors="surrogateescape") as handle:
+            text = handle.read()
+        for old, new in moves:
+            text = text.replace(old + "/", new + "/")
+        _write_atomic(build, text.encode("utf-8", "surrogateescape"))
+        if os.path.exists(os.path.join(target, ".ninja_deps")):
+            _move_deps(os.path.join(target, ".ninja_deps"), moves)
+        new_commands = _commands(target, ninja)
+        lines = [log[0]]
+        for start, end, mtime, output, _hash in entries:
+            if output not in src_commands:
+                continue  # an output build.ninja no longer names: ninja ignores it
+            moved = _move_path(output, moves)
+            if moved not in new_commands:
+                return "no build statement for %s after the move" % moved
+            lines.append("\t".join((start, end, mtime, moved, "%x" % rapidhash(new_commands[moved].encode("utf-8", "surrogateescape")))))
+        _write_atomic(os.path.join(target, ".ninja_log"), ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))
+        os.replace(target, dst_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        settle_ninja(dst_dir, ninja, time.time_ns())
+        fresh, explain = ninja_up_to_date(dst_dir, ninja)
+    except KernelCacheError as exc:
+        fresh, explain = False, str(exc)
+    if not fresh:
+        shutil.rmtree(dst_dir, ignore_errors=True)
+        return "ninja would rebuild it after the move: %s" % explain
+    return None

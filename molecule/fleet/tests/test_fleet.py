@@ -6,7 +6,8 @@ In order (each test starts from what the previous one left): the converge is sit
 fleet is brought up: the two nodes staged at once (FlashInfer's JIT modules built on node 1 only,
 node 2 seeded from the controller's store), each service started once and gated, then the
 gateway in front of them, one entry per worker; the fleet report says so. Node 1 switches to a new venv (built and warmed before current
-moves); node 2 installs that venv afterwards (its sources newer than node 1's objects, as on a real
+moves; the new venv only adds an unrelated package, so its module is relocated from the serving
+venv's workspace, not compiled); node 2 installs that venv afterwards (its sources newer than node 1's objects, as on a real
 fleet) and seeds it without compiling. A version that fails its health gate on the canary is rolled
 back by itself (no compile), and the rollout stops before the other node. A failed warm-up leaves
 current alone; a truncated artifact makes node 2 build locally and end whole, and its export repairs
@@ -225,20 +226,31 @@ def test_1_site_built_once_seeded_the_second_node_and_put_the_gateway_in_front()
     assert status == 200 and "Paris (stand-in" in answer["text"], answer
 
 
-def test_2_a_switch_warms_the_new_venv_before_current_moves():
+def test_2_a_venv_whose_kernel_inputs_did_not_change_compiles_nothing_before_current_moves():
+    # The new venv adds one unrelated package (tomli-w): FlashInfer, its headers, the targets and CUDA
+    # are the same. The serving venv's module is relocated to the new venv's paths and proven (every
+    # input the same bytes, ninja has nothing to do), FlashInfer's own build then builds nothing, and
+    # the new key is exported, all before the switch moved current.
     before = current(NODE1)
     rc, tasks, text = stage(NODE1, UPGRADED)
     assert rc == 0, text
     run = tasks[NODE1]
-    # Built (FlashInfer's own build, changed) and exported before the switch moved current.
-    warm = index(run, "Warm | Build the JIT modules (repairs what a killed build left)")
+    relocate = index(run, "Cache | Relocate the serving venv's modules whose kernel inputs did not change")
+    warm = index(run, "Warm | Build the JIT modules (repairs what a killed build left)", changed=False)
     switch = index(run, "Switch | Point current at the venv")
-    assert warm < index(run, "Export | Fetch the artifact") < switch
-    assert run[warm][1]["built"] == [MODULE]
+    assert relocate < warm < index(run, "Export | Fetch the artifact") < switch
+    assert (run[relocate][1]["relocated"], run[relocate][1]["relocate_rejected"]) == ([MODULE], {})
+    assert (run[warm][1]["built"], run[warm][1]["skipped_modules"]) == ([], [MODULE])
     after = current(NODE1)
     assert after != before and HOSTS[NODE1].file("/opt/sglang/previous").linked_to == before
-    assert recorded(NODE1)["source"] == "built"
-    assert len(store_records()) == 2  # a new venv is a new key
+    assert recorded(NODE1) == dict(recorded(NODE1), source="relocated", relocated=[MODULE], built=[])
+    # The same objects, at the new venv's paths; the old venv's build is left as it was.
+    assert {f: s[2] for f, s in stats(NODE1, module_dir(NODE1, after)).items() if f.endswith((".o", ".so"))} == \
+        {f: s[2] for f, s in stats(NODE1, module_dir(NODE1, before)).items() if f.endswith((".o", ".so"))}
+    build = HOSTS[NODE1].file(module_dir(NODE1, after) + "/build.ninja").content_string
+    assert os.path.basename(after) in build and os.path.basename(before) not in build
+    assert ninja_has_nothing_to_do(NODE1, module_dir(NODE1, after)) and ninja_has_nothing_to_do(NODE1, module_dir(NODE1, before))
+    assert len(store_records()) == 2  # a new venv is a new key, exported
 
 
 def fresh_copies(name, venv):

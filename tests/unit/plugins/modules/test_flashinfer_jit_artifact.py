@@ -255,3 +255,54 @@ def test_warmable_names_are_those_flashinfer_has_a_generator_for_in_its_module_o
     finally:
         drop_flashinfer_modules()
     assert names == ["topk", "sampling"]
+
+
+# ---- relocation from the serving venv's workspace ------------------------------------------------
+
+def serving_workspace(fake, tmp_path, payload):
+    """The serving venv's workspace: the same JIT dir (FlashInfer version and targets), a module
+    built by ninja from a generated source in that workspace (as FlashInfer generates some), with
+    absolute paths as FlashInfer writes them."""
+    old_ws = tmp_path / "kernel-caches" / "aaaa1111"
+    module_dir = old_ws / os.path.relpath(str(fake.jit_dir()), str(fake.base)) / "sampling"
+    module_dir.mkdir(parents=True)
+    (old_ws / "generated").mkdir()
+    (old_ws / "generated" / "payload.elf").write_bytes(payload)
+    (module_dir / "build.ninja").write_text("rule cp\n  command = cp $in $out\nbuild %s/sampling.so: cp %s/generated/payload.elf\n"
+                                            % (module_dir, old_ws))
+    subprocess.run([NINJA, "-C", str(module_dir)], check=True, capture_output=True)
+    return old_ws
+
+
+def test_a_module_of_the_serving_venv_is_relocated_and_proven(fake, capsys, env_file, tmp_path):
+    payload = elf64(payload=256)
+    old_ws = serving_workspace(fake, tmp_path, payload)
+    (fake.base / "generated").mkdir(parents=True)
+    (fake.base / "generated" / "payload.elf").write_bytes(payload)  # this venv's generated source: the same bytes
+    args = dict(env_file=[env_file], relocate_from=str(old_ws), relocate_venv=str(tmp_path / "venvs" / "aaaa1111"))
+    ok(run(fake, capsys, env_file=[env_file]))  # FlashInfer makes its cache dirs when imported
+    before = tree(fake.base)
+    would = ok(run(fake, capsys, check_mode=True, **args))
+    assert (would["relocated"], would["changed"]) == (["sampling"], True) and tree(fake.base) == before
+    done = ok(run(fake, capsys, **args))
+    assert (done["relocated"], done["relocate_rejected"], done["changed"], done["modules"]) == (["sampling"], {}, True, ["sampling"])
+    module_dir = fake.jit_dir() / "sampling"
+    assert (module_dir / "sampling.so").read_bytes() == payload
+    assert str(old_ws) not in (module_dir / "build.ninja").read_text()
+    assert "no work to do" in subprocess.run([NINJA, "-C", str(module_dir), "-n"], capture_output=True, text=True, check=False).stdout
+    again = ok(run(fake, capsys, **args))
+    assert (again["relocated"], again["changed"]) == ([], False)
+
+
+def test_a_module_whose_inputs_differ_is_not_relocated(fake, capsys, env_file, tmp_path):
+    old_ws = serving_workspace(fake, tmp_path, elf64(payload=256))
+    (fake.base / "generated").mkdir(parents=True)
+    (fake.base / "generated" / "payload.elf").write_bytes(elf64(payload=512))
+    done = ok(run(fake, capsys, env_file=[env_file], relocate_from=str(old_ws), relocate_venv=str(tmp_path / "venvs" / "aaaa1111")))
+    assert done["relocated"] == [] and done["changed"] is False
+    assert done["relocate_rejected"]["sampling"].startswith("input %s/generated/payload.elf differs from " % fake.base)
+    assert not (fake.jit_dir() / "sampling").exists()
+
+
+def test_relocation_needs_both_the_workspace_and_its_venv(fake, capsys, env_file, tmp_path):
+    assert "relocate_venv" in failed(run(fake, capsys, env_file=[env_file], relocate_from=str(tmp_path)))
