@@ -630,6 +630,7 @@ def _merge(root, manifest, workspace, jit_rel, incoming, ninja, result):
 # ninja's), and after settling ninja -n finds nothing to do. FlashInfer's own build, run next,
 # rewrites build.ninja if it would generate anything else, and ninja then rebuilds.
 
+RELOCATE_STAGING = ".relocate-"  # a staging dir beside the module dir; one a killed run left is swept
 RAPID_SEED = 0xBDD89AA982704029
 RAPID_SECRET = (0x2D358DCCAA6C78A5, 0x8BB84B93962EACC9, 0x4B33A62ED433D4A3)
 MASK64 = (1 << 64) - 1
@@ -775,11 +776,17 @@ def _include_dirs(build_ninja):
         return sorted(set(INCLUDE_FLAG.findall(handle.read())))
 
 
+def _raise(exc):
+    raise exc
+
+
 def _tree_difference(old, new):
     """None when the trees `old` and `new` hold the same files with the same bytes, else the first
-    difference (a file only on one side, or one whose bytes differ)."""
+    difference (a file only on one side, or one whose bytes differ). A directory that cannot be
+    read raises (OSError): nothing unread is taken for the same."""
     def files(root):
-        return {os.path.relpath(os.path.join(base, name), root) for base, _dirs, names in os.walk(root) for name in names}
+        return {os.path.relpath(os.path.join(base, name), root)
+                for base, _dirs, names in os.walk(root, onerror=_raise) for name in names}
     old_files, new_files = files(old), files(new)
     for rel in sorted(old_files ^ new_files):
         return "%s is only in %s" % (rel, old if rel in old_files else new)
@@ -791,9 +798,10 @@ def _tree_difference(old, new):
 
 def relocate_module(src_dir, dst_dir, moves, ninja):
     """Copy the module dir `src_dir` (built for another venv) to `dst_dir`, its paths moved by `moves`
-    ([(old prefix, new prefix)], the venv's and the workspace's), and keep it only when proven (see
-    above). Returns None when `dst_dir` holds the proven module, else why not (nothing is left)."""
-    moves = [(old.rstrip("/"), new.rstrip("/")) for old, new in moves]
+    ([(old prefix, new prefix)], the venv's and the workspace's, each as written and as resolved),
+    and keep it only when proven (see above). Returns None when `dst_dir` holds the proven module,
+    else why not (nothing is left). The caller holds FlashInfer's lock of the module on both sides."""
+    moves = sorted({(old.rstrip("/"), new.rstrip("/")) for old, new in moves}, key=lambda move: -len(move[0]))
     fresh, explain = ninja_up_to_date(src_dir, ninja)
     if not fresh:
         return "the serving venv's %s is not up to date (%s)" % (src_dir, explain)
@@ -829,7 +837,7 @@ def relocate_module(src_dir, dst_dir, moves, ninja):
             difference = _tree_difference(path, moved)
             if difference:
                 return "include directory %s: %s" % (moved, difference)
-    staging = tempfile.mkdtemp(prefix=".%s.relocate-" % os.path.basename(dst_dir), dir=os.path.dirname(dst_dir))
+    staging = tempfile.mkdtemp(prefix="%s%s." % (RELOCATE_STAGING, os.path.basename(dst_dir)), dir=os.path.dirname(dst_dir))
     try:
         target = os.path.join(staging, os.path.basename(dst_dir))
         shutil.copytree(src_dir, target, symlinks=True)
@@ -842,6 +850,9 @@ def relocate_module(src_dir, dst_dir, moves, ninja):
         if os.path.exists(os.path.join(target, ".ninja_deps")):
             _move_deps(os.path.join(target, ".ninja_deps"), moves)
         new_commands = _commands(target, ninja)
+        strays = [output for output in new_commands if os.path.realpath(os.path.dirname(output)) != os.path.realpath(dst_dir)]
+        if strays:
+            return "after the move %s is still built outside %s (a path spelt another way?)" % (strays[0], dst_dir)
         lines = [log[0]]
         for start, end, mtime, output, _hash in entries:
             if output not in src_commands:

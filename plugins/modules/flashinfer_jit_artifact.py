@@ -34,11 +34,13 @@ description:
     own hash, rapidhash, after ninja's hash of every old command was reproduced), and kept only when
     proven: the source module is up to date for ninja; every input ninja recorded under the old venv
     or workspace has the same bytes at its new path; every include directory the flags name there
-    holds the same files with the same bytes; and after settling, C(ninja -n) finds nothing to do.
-    Otherwise nothing of it is kept (RV(relocate_rejected)) and it is built. FlashInfer's own build,
-    run next by M(blackwell.sglang.flashinfer_jit_cache), writes C(build.ninja) again as it would for
-    this venv; on the lab it wrote the relocated file byte for byte and ninja built nothing (the
-    C(sampling) module moved in 1.3 s, against 179 s to compile)."
+    holds the same files with the same bytes; after settling, C(ninja -n) finds nothing to do; every
+    output lies in the new module dir; and FlashInfer's own C(build.ninja) for this venv (its
+    C(write_ninja())) is the relocated one, byte for byte (so its flags, CUDA home, compilers and paths
+    are this venv's). Both module dirs are held under FlashInfer's build lock meanwhile. Otherwise
+    nothing of it is kept (RV(relocate_rejected)) and it is built. Only modules FlashInfer has a
+    generator for are relocated; on the lab the C(sampling) module moved in 1.3 s, against 179 s to
+    compile."
   - Must run with the SGLang venv's interpreter (C(ansible_python_interpreter)) and as the service
     user, with the environment files the services use (O(env_file)); their C(PATH) gives the
     C(ninja) FlashInfer runs.
@@ -244,6 +246,7 @@ packed:
 
 import importlib
 import os
+import shutil
 import sys
 import sysconfig
 
@@ -312,37 +315,65 @@ def run(module):
 
 def relocate(module, cache, workspace):
     """Relocate the modules whole in relocate_from's JIT dir (same FlashInfer version and targets:
-    the same relative JIT dir) that this workspace lacks or holds broken (module_utils/kernel_cache.py,
-    relocate_module)."""
+    the same relative JIT dir) that this workspace lacks or holds broken, and that FlashInfer can
+    generate (module_utils/kernel_cache.py, relocate_module; then FlashInfer's own build.ninja for
+    this venv must be the relocated one, byte for byte). One that fails any step is built instead."""
     params = module.params
-    old_workspace, old_venv = os.path.abspath(params["relocate_from"]), os.path.realpath(params["relocate_venv"])
-    new_venv = os.path.realpath(sys.prefix)
+    old_workspace, old_venv = os.path.abspath(params["relocate_from"]), params["relocate_venv"]
+    new_venv = sys.prefix
     jit_rel = kc.jit_relpath(workspace, cache.jit_dir)
     old_jit = os.path.join(old_workspace, jit_rel)
     result = {"relocated": [], "relocate_rejected": {}}
-    if old_workspace == workspace or old_venv == new_venv:
+    if os.path.realpath(old_workspace) == os.path.realpath(workspace) or os.path.realpath(old_venv) == os.path.realpath(new_venv):
         return result
     wanted = [name for name in kc.whole_modules(old_jit) if kc.module_problem(cache.jit_dir, name) is not None]
     if module.check_mode or not wanted:
         result["relocated"] = wanted
         return result
     ninja = kc.find_ninja()
-    moves = [(old_venv, new_venv), (old_workspace, workspace)]
+    # Each prefix as written and as resolved: FlashInfer may write either (Path.resolve()).
+    moves = [(path(old_venv), path(new_venv)) for path in (os.path.abspath, os.path.realpath)]
+    moves += [(path(old_workspace), path(workspace)) for path in (os.path.abspath, os.path.realpath)]
     os.makedirs(cache.jit_dir, exist_ok=True)
+    for leftover in os.listdir(cache.jit_dir):  # what a killed relocation left
+        if leftover.startswith(kc.RELOCATE_STAGING):
+            shutil.rmtree(os.path.join(cache.jit_dir, leftover), ignore_errors=True)
     for name in wanted:
-        target = os.path.join(cache.jit_dir, name)
-        with kc.build_lock(cache.jit_dir, name) as taken:
-            if not taken:
-                result["relocate_rejected"][name] = "a FlashInfer build holds %s/tmp/%s.lock: left to it" % (cache.jit_dir, name)
-                continue
-            if os.path.lexists(target):  # broken (whole ones are not wanted): never left in place
-                kc.remove_path(target)
-            reason = kc.relocate_module(os.path.join(old_jit, name), target, moves, ninja)
+        reason = relocate_one(cache, name, os.path.join(old_jit, name), moves, ninja)
         if reason:
             result["relocate_rejected"][name] = reason
         else:
             result["relocated"].append(name)
     return result
+
+
+def relocate_one(cache, name, source, moves, ninja):
+    """Relocate module `name` from `source` under FlashInfer's lock on both sides; None, or why not."""
+    spec = cache.spec(name)
+    if spec is None or not callable(getattr(spec, "write_ninja", None)):
+        return "FlashInfer %s has no generator for %s: it is built where it is needed" % (cache.version, name)
+    target = os.path.join(cache.jit_dir, name)
+    with kc.build_lock(os.path.dirname(source), name) as source_free, kc.build_lock(cache.jit_dir, name) as target_free:
+        if not (source_free and target_free):
+            return "a FlashInfer build holds its lock: left to it"
+        if kc.module_problem(cache.jit_dir, name) is None:
+            return "built here while this ran"
+        try:
+            if os.path.lexists(target):  # broken (whole ones are not wanted): never left in place
+                kc.remove_path(target)
+            reason = kc.relocate_module(source, target, moves, ninja)
+            if reason:
+                return reason
+            relocated = open(os.path.join(target, "build.ninja"), "rb").read()
+            spec.write_ninja()  # FlashInfer's own file for this venv, written where it differs
+            if open(os.path.join(target, "build.ninja"), "rb").read() != relocated:
+                kc.remove_path(target)
+                return "FlashInfer %s writes another build.ninja for this venv (its flags, CUDA or paths differ)" % cache.version
+        except (kc.KernelCacheError, OSError, ValueError, KeyError, RuntimeError) as exc:
+            if os.path.lexists(target):
+                kc.remove_path(target)
+            return "%s: %s" % (type(exc).__name__, exc)
+    return None
 
 
 def inspect(module, workspace):

@@ -152,11 +152,25 @@ def test_a_source_module_that_is_not_up_to_date_is_refused(fleet):
 
 
 def test_a_log_ninja_did_not_write_is_refused(fleet):
+    # A hand-edited hash: ninja itself sees the command as changed, so the source is not up to date.
     log = fleet["module1"] / ".ninja_log"
     lines = log.read_text().splitlines()
     start, end, mtime, output, _hash = lines[1].split("\t")
     log.write_text("\n".join([lines[0], "\t".join((start, end, mtime, output, "0123456789abcdef"))] + lines[2:]) + "\n")
-    reason = relocate(fleet)
-    # ninja itself sees the changed hash first (the source is not up to date), or the hash check does
-    assert reason.startswith("the serving venv's") or reason.startswith("ninja's hash of the command")
+    assert relocate(fleet).startswith("the serving venv's %s is not up to date" % fleet["module1"])
+    assert not fleet["module2"].exists()
+
+
+def test_a_ninja_whose_hash_is_not_reproduced_is_refused(fleet, monkeypatch):
+    # Another ninja (another hash in its log): the new hashes could not be ninja's, so nothing moves.
+    monkeypatch.setattr(kc, "rapidhash", lambda data: 0)
+    assert relocate(fleet).startswith("ninja's hash of the command of ")
+    assert not fleet["module2"].exists()
+
+
+def test_an_output_that_would_land_outside_the_new_module_dir_is_refused(fleet):
+    # The workspace spelt otherwise than the moves know (a link FlashInfer resolved): no output may stay put.
+    moves = [(str(fleet["v1"]), str(fleet["v2"]))]  # the workspace not moved
+    assert kc.relocate_module(str(fleet["module1"]), str(fleet["module2"]), moves, NINJA).startswith(
+        "after the move %s/csrc_sampling.o is still built outside " % fleet["module1"])
     assert not fleet["module2"].exists()

@@ -137,6 +137,18 @@ class JitSpec:
     def lock_path(self):
         return jit_env.FLASHINFER_JIT_DIR / "tmp" / (self.name + ".lock")
 
+    # flashinfer-python 0.7.2, JitSpecNvcc.write_ninja: the module's build.ninja as generated for this
+    # environment (absolute paths, as FlashInfer writes them), written only where it differs. The fake's
+    # generator: one copy of a source FlashInfer generates into the workspace (FAKE_FLASHINFER_FLAGS
+    # stands in for a flag that differs, another CUDA or compiler).
+    def write_ninja(self):
+        path = jit_env.FLASHINFER_JIT_DIR / self.name / "build.ninja"
+        text = "rule cp\\n  command = cp%s $in $out\\nbuild %s/%s.so: cp %s/generated/payload.elf\\n" % (
+            os.environ.get("FAKE_FLASHINFER_FLAGS", ""), path.parent, self.name, jit_env.FLASHINFER_BASE_DIR)
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
     # flashinfer-python 0.7.2, flashinfer/jit/core.py line 577 (JitSpecNvcc.build): no lock unless asked.
     def build(self, verbose=None, need_lock=False):
         record = {

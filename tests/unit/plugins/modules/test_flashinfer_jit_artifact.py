@@ -259,27 +259,36 @@ def test_warmable_names_are_those_flashinfer_has_a_generator_for_in_its_module_o
 
 # ---- relocation from the serving venv's workspace ------------------------------------------------
 
-def serving_workspace(fake, tmp_path, payload):
+def serving_workspace(fake, tmp_path, payload, name="sampling"):
     """The serving venv's workspace: the same JIT dir (FlashInfer version and targets), a module
-    built by ninja from a generated source in that workspace (as FlashInfer generates some), with
-    absolute paths as FlashInfer writes them."""
+    built by ninja from the build.ninja the fake FlashInfer writes for that workspace (absolute
+    paths, a source FlashInfer generated into the workspace)."""
     old_ws = tmp_path / "kernel-caches" / "aaaa1111"
-    module_dir = old_ws / os.path.relpath(str(fake.jit_dir()), str(fake.base)) / "sampling"
+    module_dir = old_ws / os.path.relpath(str(fake.jit_dir()), str(fake.base)) / name
     module_dir.mkdir(parents=True)
     (old_ws / "generated").mkdir()
     (old_ws / "generated" / "payload.elf").write_bytes(payload)
-    (module_dir / "build.ninja").write_text("rule cp\n  command = cp $in $out\nbuild %s/sampling.so: cp %s/generated/payload.elf\n"
-                                            % (module_dir, old_ws))
+    (module_dir / "build.ninja").write_text("rule cp\n  command = cp $in $out\nbuild %s/%s.so: cp %s/generated/payload.elf\n"
+                                            % (module_dir, name, old_ws))
     subprocess.run([NINJA, "-C", str(module_dir)], check=True, capture_output=True)
     return old_ws
+
+
+def relocating(fake, env_file, tmp_path, old_ws):
+    return dict(env_file=[env_file], relocate_from=str(old_ws), relocate_venv=str(tmp_path / "venvs" / "aaaa1111"))
+
+
+def this_venv_generated(fake, payload):
+    """This venv's generated source, as FlashInfer would generate it here."""
+    (fake.base / "generated").mkdir(parents=True, exist_ok=True)
+    (fake.base / "generated" / "payload.elf").write_bytes(payload)
 
 
 def test_a_module_of_the_serving_venv_is_relocated_and_proven(fake, capsys, env_file, tmp_path):
     payload = elf64(payload=256)
     old_ws = serving_workspace(fake, tmp_path, payload)
-    (fake.base / "generated").mkdir(parents=True)
-    (fake.base / "generated" / "payload.elf").write_bytes(payload)  # this venv's generated source: the same bytes
-    args = dict(env_file=[env_file], relocate_from=str(old_ws), relocate_venv=str(tmp_path / "venvs" / "aaaa1111"))
+    this_venv_generated(fake, payload)
+    args = relocating(fake, env_file, tmp_path, old_ws)
     ok(run(fake, capsys, env_file=[env_file]))  # FlashInfer makes its cache dirs when imported
     before = tree(fake.base)
     would = ok(run(fake, capsys, check_mode=True, **args))
@@ -290,18 +299,75 @@ def test_a_module_of_the_serving_venv_is_relocated_and_proven(fake, capsys, env_
     assert (module_dir / "sampling.so").read_bytes() == payload
     assert str(old_ws) not in (module_dir / "build.ninja").read_text()
     assert "no work to do" in subprocess.run([NINJA, "-C", str(module_dir), "-n"], capture_output=True, text=True, check=False).stdout
+    assert not [name for name in os.listdir(str(fake.jit_dir())) if name.startswith(kc.RELOCATE_STAGING)]
     again = ok(run(fake, capsys, **args))
     assert (again["relocated"], again["changed"]) == ([], False)
 
 
 def test_a_module_whose_inputs_differ_is_not_relocated(fake, capsys, env_file, tmp_path):
     old_ws = serving_workspace(fake, tmp_path, elf64(payload=256))
-    (fake.base / "generated").mkdir(parents=True)
-    (fake.base / "generated" / "payload.elf").write_bytes(elf64(payload=512))
-    done = ok(run(fake, capsys, env_file=[env_file], relocate_from=str(old_ws), relocate_venv=str(tmp_path / "venvs" / "aaaa1111")))
+    this_venv_generated(fake, elf64(payload=512))
+    done = ok(run(fake, capsys, **relocating(fake, env_file, tmp_path, old_ws)))
     assert done["relocated"] == [] and done["changed"] is False
     assert done["relocate_rejected"]["sampling"].startswith("input %s/generated/payload.elf differs from " % fake.base)
     assert not (fake.jit_dir() / "sampling").exists()
+
+
+def test_a_module_flashinfer_would_generate_otherwise_for_this_venv_is_not_kept(fake, capsys, env_file, tmp_path, monkeypatch):
+    # Another CUDA, compiler or flag for this venv: FlashInfer's own build.ninja differs, so the
+    # relocated one (proven against the old flags) is not kept, and the warm-up builds it.
+    payload = elf64(payload=256)
+    old_ws = serving_workspace(fake, tmp_path, payload)
+    this_venv_generated(fake, payload)
+    monkeypatch.setenv("FAKE_FLASHINFER_FLAGS", " --preserve=mode")
+    done = ok(run(fake, capsys, **relocating(fake, env_file, tmp_path, old_ws)))
+    assert done["relocated"] == [] and done["relocate_rejected"] == {
+        "sampling": "FlashInfer %s writes another build.ninja for this venv (its flags, CUDA or paths differ)" % VERSION}
+    assert not (fake.jit_dir() / "sampling").exists()
+
+
+def test_a_module_flashinfer_cannot_generate_is_left_to_where_it_is_needed(fake, capsys, env_file, tmp_path):
+    payload = elf64(payload=256)
+    old_ws = serving_workspace(fake, tmp_path, payload, name="attention_variant_7")
+    this_venv_generated(fake, payload)
+    done = ok(run(fake, capsys, **relocating(fake, env_file, tmp_path, old_ws)))
+    assert done["relocated"] == [] and "has no generator for attention_variant_7" in done["relocate_rejected"]["attention_variant_7"]
+
+
+def test_a_serving_module_being_built_is_left_alone(fake, capsys, env_file, tmp_path):
+    payload = elf64(payload=256)
+    old_ws = serving_workspace(fake, tmp_path, payload)
+    this_venv_generated(fake, payload)
+    old_jit = old_ws / os.path.relpath(str(fake.jit_dir()), str(fake.base))
+    with kc.build_lock(str(old_jit), "sampling") as taken:
+        assert taken
+        done = ok(run(fake, capsys, **relocating(fake, env_file, tmp_path, old_ws)))
+    assert done["relocate_rejected"] == {"sampling": "a FlashInfer build holds its lock: left to it"}
+
+
+def test_a_malformed_serving_module_is_rejected_not_a_failure(fake, capsys, env_file, tmp_path):
+    payload = elf64(payload=256)
+    old_ws = serving_workspace(fake, tmp_path, payload)
+    this_venv_generated(fake, payload)
+    module_dir = old_ws / os.path.relpath(str(fake.jit_dir()), str(fake.base)) / "sampling"
+    (module_dir / ".ninja_log").write_text("# ninja log v5\n")
+    done = ok(run(fake, capsys, **relocating(fake, env_file, tmp_path, old_ws)))
+    assert done["relocated"] == [] and done["relocate_rejected"]["sampling"]
+    assert not (fake.jit_dir() / "sampling").exists()
+
+
+def test_a_workspace_reached_through_a_link_is_moved_as_resolved(fake, capsys, env_file, tmp_path):
+    # The serving workspace named through a symbolic link, its build.ninja written with the resolved
+    # path (FlashInfer resolves): every output still lands in this workspace, none in the serving one.
+    payload = elf64(payload=256)
+    old_ws = serving_workspace(fake, tmp_path, payload)
+    link = tmp_path / "caches-link"
+    os.symlink(str(old_ws.parent), str(link))
+    this_venv_generated(fake, payload)
+    done = ok(run(fake, capsys, env_file=[env_file], relocate_from=str(link / old_ws.name),
+                  relocate_venv=str(tmp_path / "venvs" / "aaaa1111")))
+    assert done["relocated"] == ["sampling"], done
+    assert str(old_ws) not in (fake.jit_dir() / "sampling" / "build.ninja").read_text()
 
 
 def test_relocation_needs_both_the_workspace_and_its_venv(fake, capsys, env_file, tmp_path):
