@@ -265,11 +265,6 @@ def problem(result, workspace):
     return "kernel_cache: " + "; ".join(parts) if parts else None
 
 
-class _Tool:
-    def __init__(self, path, version):
-        self.path, self.version = path, version
-
-
 def _ptxas_of(get_ptxas, arch):
     """(path, version) from Triton's get_ptxas in each of its shapes: get_ptxas(arch) -> NvidiaTool
     (Triton >= 3.6), get_ptxas() -> NvidiaTool (3.4, 3.5: one ptxas for every arch), get_ptxas() ->
@@ -305,12 +300,11 @@ def triton_ptxas(targets, get_ptxas=None):
         except Exception as exc:  # pylint: disable=broad-except  # Triton's code, or a version it read: named
             found[target] = {"path": None, "version": None, "problem": "Triton finds no ptxas for %s: %s" % (target, exc)}
             continue
-        tool = _Tool(path, version)
         problem = None
         if need or gone:
             problem = ("Triton compiles for %s with %s (CUDA %s), which %s: its kernels would fail to build on the serving path "
                        "(sglang#14075). Point Triton at a ptxas that does (the kernel_cache role: kernel_cache_triton_ptxas: "
-                       "toolkit, the CUDA home's)" % (target, tool.path, tool.version,
+                       "toolkit, the CUDA home's)" % (target, path, version,
                                                       "predates it (needs CUDA >= %s)" % need if need else "no longer builds it (CUDA >= %s)" % gone))
-        found[target] = {"path": tool.path, "version": tool.version, "problem": problem}
+        found[target] = {"path": path, "version": version, "problem": problem}
     return found

@@ -297,11 +297,11 @@ def _ninja(ninja, module_dir, *args):
                                % (ninja, exc.strerror or exc)) from exc
 
 
-def rewrite_deps_mtime(path, mtime_ns):
-    """Set the mtime of every deps record of the ninja deps log `path` to `mtime_ns` (atomically).
-    Returns the number of deps records. Refuses a log that is not version 4 or is malformed."""
+def _deps_records(path):
+    """(header bytes, [(is_deps, payload)]) of the ninja deps log `path`; refuses a log that is not
+    version 4 or is malformed, saying what to do."""
     with open(path, "rb") as handle:
-        data = bytearray(handle.read())
+        data = handle.read()
     head = len(DEPS_SIGNATURE)
     if data[:head] != DEPS_SIGNATURE or len(data) < head + 4:
         raise KernelCacheError("%s is not a ninja deps log: remove the module dir to build it locally" % path)
@@ -309,23 +309,31 @@ def rewrite_deps_mtime(path, mtime_ns):
     if version != DEPS_VERSION:
         raise KernelCacheError("%s is ninja deps log version %d, only version %d (ninja >= 1.10) is understood: build "
                                "the cache with the venv's ninja wheel" % (path, version, DEPS_VERSION))
-    low, high = mtime_ns & 0xFFFFFFFF, (mtime_ns >> 32) & 0xFFFFFFFF
-    offset, count = head + 4, 0
+    records, offset = [], head + 4
     while offset < len(data):
         if offset + 4 > len(data):
             raise KernelCacheError("%s is truncated at byte %d: remove the module dir to build it locally" % (path, offset))
         size = struct.unpack_from("<I", data, offset)[0]
-        is_deps, size = size & DEPS_RECORD, size & ~DEPS_RECORD
+        is_deps, size = bool(size & DEPS_RECORD), size & ~DEPS_RECORD
         end = offset + 4 + size
-        bad = size % 4 or end > len(data) or (size < 12 if is_deps else size < 8)
-        if bad:
+        if size % 4 or end > len(data) or size < (12 if is_deps else 8):
             raise KernelCacheError("%s has a malformed record at byte %d (size %d): remove the module dir to build it "
                                    "locally" % (path, offset, size))
-        if is_deps:
-            struct.pack_into("<II", data, offset + 8, low, high)
-            count += 1
+        records.append((is_deps, data[offset + 4:end]))
         offset = end
-    fd, tmp = tempfile.mkstemp(prefix=".ninja_deps.", dir=os.path.dirname(path) or ".")
+    return data[:head + 4], records
+
+
+def _write_deps(path, head, records):
+    """The deps log `path` written again (atomically) from its header and records."""
+    _write_atomic(path, head + b"".join(struct.pack("<I", len(payload) | (DEPS_RECORD if is_deps else 0)) + payload
+                                        for is_deps, payload in records))
+
+
+def _write_atomic(path, data):
+    """Replace the file `path` with `data` (bytes), keeping its mode."""
+    name = os.path.basename(path)
+    fd, tmp = tempfile.mkstemp(prefix=("" if name.startswith(".") else ".") + name + ".", dir=os.path.dirname(path) or ".")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -334,7 +342,16 @@ def rewrite_deps_mtime(path, mtime_ns):
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
-    return count
+
+
+def rewrite_deps_mtime(path, mtime_ns):
+    """Set the mtime of every deps record of the ninja deps log `path` to `mtime_ns` (atomically).
+    Returns the number of deps records. Refuses a log that is not version 4 or is malformed."""
+    head, records = _deps_records(path)
+    stamp = struct.pack("<II", mtime_ns & 0xFFFFFFFF, (mtime_ns >> 32) & 0xFFFFFFFF)
+    records = [(is_deps, payload[:4] + stamp + payload[12:] if is_deps else payload) for is_deps, payload in records]
+    _write_deps(path, head, records)
+    return sum(1 for is_deps, _payload in records if is_deps)
 
 
 def remove_path(path):
@@ -686,27 +703,6 @@ def rapidhash(data):
     return _rapid_mix(a ^ secret[0] ^ size, b ^ secret[1])
 
 
-def _deps_records(path):
-    """(header bytes, [(is_deps, payload)]) of the ninja deps log `path` (version 4 only)."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    head = len(DEPS_SIGNATURE)
-    if data[:head] != DEPS_SIGNATURE or len(data) < head + 4 or struct.unpack_from("<i", data, head)[0] != DEPS_VERSION:
-        raise KernelCacheError("%s is not a ninja deps log of version %d" % (path, DEPS_VERSION))
-    records, offset = [], head + 4
-    while offset < len(data):
-        if offset + 4 > len(data):
-            raise KernelCacheError("%s is truncated at byte %d" % (path, offset))
-        size = struct.unpack_from("<I", data, offset)[0]
-        is_deps, size = bool(size & DEPS_RECORD), size & ~DEPS_RECORD
-        end = offset + 4 + size
-        if size % 4 or end > len(data) or size < (12 if is_deps else 8):
-            raise KernelCacheError("%s has a malformed record at byte %d" % (path, offset))
-        records.append((is_deps, data[offset + 4:end]))
-        offset = end
-    return data[:head + 4], records
-
-
 def _move_path(path, moves):
     """`path` with the first matching (old, new) prefix of `moves` replaced; unchanged when none matches."""
     for old, new in moves:
@@ -721,28 +717,16 @@ def _deps_paths(path):
     return [payload[:-4].rstrip(b"\0").decode("utf-8", "surrogateescape") for is_deps, payload in records if not is_deps]
 
 
-def _write_atomic(path, data):
-    fd, tmp = tempfile.mkstemp(prefix=".relocate.", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-        os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
 def _move_deps(path, moves):
     """Rewrite each path record of the deps log `path` through `moves` (a record keeps its id check)."""
     head, records = _deps_records(path)
-    out = [head]
+    moved = []
     for is_deps, payload in records:
         if not is_deps:
             name = _move_path(payload[:-4].rstrip(b"\0").decode("utf-8", "surrogateescape"), moves).encode("utf-8", "surrogateescape")
             payload = name + b"\0" * (-len(name) % 4) + payload[-4:]
-        out.append(struct.pack("<I", len(payload) | (DEPS_RECORD if is_deps else 0)) + payload)
-    _write_atomic(path, b"".join(out))
+        moved.append((is_deps, payload))
+    _write_deps(path, head, moved)
 
 
 def _commands(module_dir, ninja):
