@@ -21,7 +21,7 @@ RESULTS = ("ok", "unchanged", "rolled back", "failed", "not reached")
 COLUMNS = (
     ("host", "host"), ("group", "group"), ("gpus", "GPUs"), ("driver", "driver"), ("cuda", "CUDA"),
     ("flashinfer", "FlashInfer targets (fix)"), ("venv", "venv (before -> now)"), ("sglang", "SGLang (staged)"),
-    ("cache", "kernel cache"), ("service", "active service"), ("validation", "GPU validation"), ("health", "health"),
+    ("cache", "kernel cache"), ("built", "kernels built (s)"), ("service", "active service"), ("validation", "GPU validation"), ("health", "health"),
     ("batch", "batch"),
     ("seconds", "seconds"), ("result", "result"),
 )
@@ -143,15 +143,21 @@ def fleet_report_row(host, facts):
         "venv": venv,
         "sglang": facts.get("sglang") or "",
         "cache": cache.get("source") or "",
+        "built": _seconds(cache.get("build_seconds")),
         "service": ", ".join(sorted(endpoints)) or "none",
         "validation": facts.get("validation") or "not run",
         "health": facts.get("health") or "not checked",
         "batch": int(batch) if str(batch).isdigit() else "",
-        "seconds": round(float(seconds), 1) if seconds not in (None, "", "None") else "",
+        "seconds": _seconds(seconds),
         "result": facts.get("result") or "not reached",
         "reason": facts.get("reason") or "",
     }
     return row
+
+
+def _seconds(value):
+    """Seconds as the report shows them (one decimal), "" where the fact is missing."""
+    return round(float(value), 1) if value not in (None, "", "None") else ""
 
 
 def fleet_report_rows(pairs):

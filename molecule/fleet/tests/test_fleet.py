@@ -208,6 +208,8 @@ def test_1_site_built_once_seeded_the_second_node_and_put_the_gateway_in_front()
         NODE1: ("ok", "built", "none -> " + os.path.basename(current(NODE1))),
         NODE2: ("ok", "seeded", "none -> " + os.path.basename(current(NODE2)))}
     assert "12.0" in rows(first)[NODE1]["flashinfer"] and "12.0" in rows(first)[NODE2]["flashinfer"]
+    # The seconds each node spent compiling: node 1's build of the module, none on node 2.
+    assert rows(first)[NODE1]["built"] == one["build_seconds"] > 0 and rows(first)[NODE2]["built"] == 0.0, first
     # Each service started once, on its current venv; the idempotence run (the latest report)
     # restarted nothing and moved no venv.
     for name in HOSTS:
@@ -243,7 +245,7 @@ def test_2_a_venv_whose_kernel_inputs_did_not_change_compiles_nothing_before_cur
     assert (run[warm][1]["built"], run[warm][1]["skipped_modules"]) == ([], [MODULE])
     after = current(NODE1)
     assert after != before and HOSTS[NODE1].file("/opt/sglang/previous").linked_to == before
-    assert recorded(NODE1) == dict(recorded(NODE1), source="relocated", relocated=[MODULE], built=[])
+    assert recorded(NODE1) == dict(recorded(NODE1), source="relocated", relocated=[MODULE], built=[], build_seconds=0.0)
     # The same objects, at the new venv's paths; the old venv's build is left as it was.
     assert {f: s[2] for f, s in stats(NODE1, module_dir(NODE1, after)).items() if f.endswith((".o", ".so"))} == \
         {f: s[2] for f, s in stats(NODE1, module_dir(NODE1, before)).items() if f.endswith((".o", ".so"))}
@@ -592,7 +594,7 @@ def test_13_a_rollout_through_the_real_gateway_loses_no_request(capsys):
     # The canary (batch 1) first, then the rest; each node restarted once, on its venv, and the
     # gateway holds each worker once again, healthy.
     report_rows = rows(reports()[-1])
-    assert {h: (r["batch"], r["result"]) for h, r in report_rows.items()} == {NODE1: (1, "ok"), NODE2: (2, "ok")}
+    assert {h: (r["batch"], r["result"], r["built"]) for h, r in report_rows.items()} == {NODE1: (1, "ok", 0.0), NODE2: (2, "ok", 0.0)}
     assert starts(NODE1) == node1 + [os.path.basename(current(NODE1))] and starts(NODE2) == node2 + [os.path.basename(current(NODE2))]
     assert int(started_at(NODE1)) < int(started_at(NODE2))
     assert "STANDIN_NOTE" in HOSTS[NODE2].file("/etc/sglang/sglang-eagle3.env").content_string

@@ -85,7 +85,7 @@ GPUS = {"present": True, "count": 2, "compute_capabilities": ["12.0"], "intercon
 FACTS = {"group": "lab,pro6000", "gpus": GPUS, "cuda": "13.0.2", "targets": ["12.0f"], "fix": "none",
          "venv_before": "/opt/sglang/venvs/aaaa", "venv_staged": "/opt/sglang/venvs/bbbb",
          "venv_now": "/opt/sglang/venvs/bbbb", "sglang": "0.5.23",
-         "kernel_cache": {"source": "seeded"}, "endpoints": {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}},
+         "kernel_cache": {"source": "seeded", "build_seconds": 0}, "endpoints": {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}},
          "validation": "2 GPU(s): kernel 12.0f ran on 0,1; all-reduce 0,1 41.0 GB/s; 38.2 s",
          "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
 
@@ -95,7 +95,7 @@ def test_a_row_from_the_roles_facts():
     assert row == {
         "host": "pro-1", "group": "lab,pro6000", "gpus": "2 x NVIDIA RTX PRO 6000 Blackwell Server Edition (cc 12.0, pcie)",
         "driver": "580.95.05", "cuda": "13.0.2", "flashinfer": "12.0f (none)", "venv_before": "aaaa",
-        "venv_staged": "bbbb", "venv_now": "bbbb", "venv": "aaaa -> bbbb", "sglang": "0.5.23", "cache": "seeded", "service": "eagle3",
+        "venv_staged": "bbbb", "venv_now": "bbbb", "venv": "aaaa -> bbbb", "sglang": "0.5.23", "cache": "seeded", "built": 0.0, "service": "eagle3",
         "validation": "2 GPU(s): kernel 12.0f ran on 0,1; all-reduce 0,1 41.0 GB/s; 38.2 s",
         "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
     json.dumps(row)  # plain data: the report's JSON
@@ -372,12 +372,13 @@ def test_a_gateway_host_without_its_facts_has_an_empty_url_and_manifest():
 def test_a_row_of_a_host_never_reached_and_of_odd_facts_in_full():
     assert r.fleet_report_row("gone", {}) == {
         "host": "gone", "group": "", "gpus": "none", "driver": "", "cuda": "", "flashinfer": "? (?)", "venv_before": "",
-        "venv_staged": "", "venv_now": "", "venv": "", "sglang": "", "cache": "", "service": "none", "validation": "not run",
+        "venv_staged": "", "venv_now": "", "venv": "", "sglang": "", "cache": "", "built": "", "service": "none", "validation": "not run",
         "health": "not checked", "batch": "", "seconds": "", "result": "not reached", "reason": ""}
     row = r.fleet_report_row("x", {"venv_before": "/v/aaaa", "venv_now": "", "targets": ["12.0f", "10.3a"],
-                                   "endpoints": {"eagle3": {}, "dflash": {}}, "batch": "x", "seconds": "None"})
-    assert (row["venv"], row["flashinfer"], row["service"], row["batch"], row["seconds"]) == (
-        "aaaa -> none", "12.0f 10.3a (?)", "dflash, eagle3", "", "")
+                                   "endpoints": {"eagle3": {}, "dflash": {}}, "batch": "x", "seconds": "None",
+                                   "kernel_cache": {"source": "built", "build_seconds": 179.04}})
+    assert (row["venv"], row["flashinfer"], row["service"], row["batch"], row["seconds"], row["cache"], row["built"]) == (
+        "aaaa -> none", "12.0f 10.3a (?)", "dflash, eagle3", "", "", "built", 179.0)
     assert r.fleet_report_row("x", dict(FACTS, seconds="1.26"))["seconds"] == 1.3
 
 
@@ -385,11 +386,12 @@ def test_markdown_of_rows_with_missing_cells_and_a_reason_on_two_lines():
     assert r.fleet_report_markdown([r.fleet_report_row("a", {"result": "ok", "reason": "line1\nline2 | x"}), {"host": "b"},
                                     {"host": "c", "result": "ok"}]) == (
         "# Fleet report\n\n| host | group | GPUs | driver | CUDA | FlashInfer targets (fix) | venv (before -> now) | "
-        "SGLang (staged) | kernel cache | active service | GPU validation | health | batch | seconds | result |\n"
-        "|" + " --- |" * 15 + "\n"
-        "| a |  | none |  |  | ? (?) |  |  |  | none | not run | not checked |  |  | ok |\n"
-        "| b |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n"
-        "| c |  |  |  |  |  |  |  |  |  |  |  |  |  | ok |\n"
+        "SGLang (staged) | kernel cache | kernels built (s) | active service | GPU validation | health | batch | seconds | "
+        "result |\n"
+        "|" + " --- |" * 16 + "\n"
+        "| a |  | none |  |  | ? (?) |  |  |  |  | none | not run | not checked |  |  | ok |\n"
+        "| b |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n"
+        "| c |  |  |  |  |  |  |  |  |  |  |  |  |  |  | ok |\n"
         "\n- a: line1 line2 \\| x\n\nok 2\n")
 
 
