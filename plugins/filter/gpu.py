@@ -8,12 +8,20 @@ and sglang_services_gpu_problems). Documented in plugins/filter/<name>.yml."""
 
 from __future__ import annotations
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_compat import driver_warnings, torch_cuda_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_compat import (
+    backends_summary, driver_warnings, host_compute_capabilities, torch_cuda_problems)
+
+
+def gpu_compute_capabilities(gpus, archs):
+    """The compute capabilities of a host (module_utils/gpu_compat.host_compute_capabilities)."""
+    return host_compute_capabilities(gpus, archs)[0]
 
 
 class FilterModule:
     def filters(self):
         return {
+            "gpu_compute_capabilities": gpu_compute_capabilities,
+            "sglang_backends_summary": backends_summary,
             "gpu_driver_warnings": driver_warnings,
             "gpu_torch_cuda_problems": torch_cuda_problems,
         }

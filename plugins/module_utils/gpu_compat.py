@@ -130,6 +130,15 @@ def kernel_module_problems(kernel_module, compute_capabilities):
     return []
 
 
+def host_compute_capabilities(gpus, archs):
+    """(compute capabilities 'M.m', where they come from) of a host: its GPUs (nvidia_gpu_info's
+    facts, when present), else the group's declared archs (sglang_node_gpu_archs; '12.0f' -> '12.0')."""
+    gpus = gpus or {}
+    if gpus.get("present"):
+        return sorted(set(str(cc) for cc in gpus.get("compute_capabilities") or [])), "this host's GPUs"
+    return sorted(set(re.sub(r"[af]$", "", "%s" % (arch,)) for arch in archs or [])), "sglang_node_gpu_archs"
+
+
 def nccl_p2p_problem(mode):
     if mode not in NCCL_P2P_MODES:
         return "sglang_services_nccl_p2p must be one of %s, got %r" % (", ".join(NCCL_P2P_MODES), mode)
@@ -272,6 +281,101 @@ def backend_problems(settings_by_name, active, compute_capabilities, source="the
                                ", ".join(b for b in _alternatives(ccs, support)
                                          if not (ATTENTION_BACKENDS.get(b) or ((), False))[1]) or "none known"))
     return problems
+
+
+# What SGLang resolves itself when a service leaves it unset (sglang_server_args resolves it with the
+# installed SGLang): resolved field -> (its table, the backends that run on any NVIDIA Blackwell or
+# Hopper GPU, offered as the fix). The attention fields use ATTENTION_BACKENDS.
+TRTLLM_GEN_SOURCE = ("FlashInfer 0.7.2 ships its trtllm-gen kernels as cubins for Sm100a, Sm100f and Sm103a only "
+                     "(flashinfer/jit/trtllm_gen_metainfo.py BLACKWELL_CUBIN_ARCHS)")
+DSA_BACKENDS = {
+    "trtllm": ((10,), True, TRTLLM_GEN_SOURCE + "; on RTX PRO 6000 the server starts and dies at the first request "
+                                                "(sglang#37105)"),
+    "flashmla_sparse": ((9, 10), True, "FlashMLA (deepseek-ai/FlashMLA README): sparse kernels for SM90 and SM100"),
+    "flashmla_kv": ((9, 10), True, "FlashMLA (deepseek-ai/FlashMLA README): sparse kernels for SM90 and SM100"),
+    "fa3": ((8, 9), True, "SGLang 0.5.23 attention_registry.py: FlashAttention 3 'requires SM>=80 and SM<=90'"),
+    "triton": ((), True, "SGLang 0.5.23 overrides.py _check_dsa_backend_constraints: the triton DSA backend is "
+                         "ROCm only"),
+}
+MOE_RUNNERS = {
+    "flashinfer_trtllm": ((10,), False, TRTLLM_GEN_SOURCE),
+    "flashinfer_trtllm_routed": ((10,), False, TRTLLM_GEN_SOURCE),
+}
+RESOLVED_FIELDS = {
+    "attention_backend": (ATTENTION_BACKENDS, PORTABLE_BACKENDS),
+    "prefill_attention_backend": (ATTENTION_BACKENDS, PORTABLE_BACKENDS),
+    "decode_attention_backend": (ATTENTION_BACKENDS, PORTABLE_BACKENDS),
+    "speculative_draft_attention_backend": (ATTENTION_BACKENDS, PORTABLE_BACKENDS),
+    # SGLang 0.5.23 overrides.py _check_dsa_backend_constraints: CUDA TileLang (FP8 KV) needs SM89+.
+    "dsa_prefill_backend": (DSA_BACKENDS, ("tilelang",)),
+    "dsa_decode_backend": (DSA_BACKENDS, ("tilelang",)),
+    "moe_runner_backend": (MOE_RUNNERS, ("triton",)),
+    "speculative_moe_runner_backend": (MOE_RUNNERS, ("triton",)),
+}
+
+
+def _fix_flag(field):
+    return "attention_backend" if field == "attention_backend" else "extra_args %s" % field.replace("_", "-")
+
+
+def resolved_backend_problems(where, version, cc, backends, chosen_by, support=None):
+    """The backends SGLang `version` resolved for a service on compute capability `cc` ('M.m';
+    backends: {field: value}, chosen_by: {field: the SGLang step or "the service's arguments"}) that
+    cannot run there, each naming the step that chose it, the source and the flag that fixes it.
+    `support` (the service's attention_backend_support) replaces rows for the attention fields."""
+    support = support if isinstance(support, dict) else {}
+    problems = []
+    for field, (table, portable) in sorted(RESOLVED_FIELDS.items()):
+        backend = backends.get(field)
+        if backend in (None, "", "auto"):
+            continue
+        backend = str(backend)
+        attention = table is ATTENTION_BACKENDS
+        if attention and backend in support:
+            runs = cc in _cc_list(support[backend])
+        else:
+            row = table.get(backend)
+            runs = row is None or _major(cc) in row[0]
+        if runs:
+            continue
+        row = table.get(backend)
+        offered = [name for name in sorted(set(table) | set(portable))
+                   if name not in table or _major(cc) in table[name][0]]
+        if attention:
+            offered = _alternatives([cc], support)
+        if attention and backend in support:
+            runs_on = "%s (the service's attention_backend_support)" % ", ".join(_cc_list(support[backend]))
+        else:
+            runs_on = ", ".join("%d.x" % major for major in row[0]) if row and row[0] else "no NVIDIA GPU"
+        problems.append("%s: SGLang %s resolves %s %s on compute capability %s (chosen by %s), which runs only on "
+                        "compute capability %s (%s). Set %s to one of: %s" % (
+                            where, version, field, backend, cc, chosen_by.get(field) or "SGLang", runs_on,
+                            row[2] if row else "attention_backend_support", _fix_flag(field),
+                            ", ".join(offered) or "none known"))
+    return problems
+
+
+# What the fleet report shows of a resolution: the checked fields and the sampling backend.
+SUMMARY_FIELDS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend",
+                  "speculative_draft_attention_backend", "dsa_prefill_backend", "dsa_decode_backend",
+                  "moe_runner_backend", "sampling_backend")
+
+
+def backends_summary(result):
+    """One line of what sglang_server_args resolved (its result: resolved, unresolved), e.g.
+    'eagle3 on 12.0: attention flashinfer, moe_runner auto, sampling flashinfer'; 'not resolved' when
+    nothing was asked."""
+    result = result if isinstance(result, dict) else {}
+    parts = []
+    for name, by_cc in sorted((result.get("resolved") or {}).items()):
+        for cc, entry in sorted(by_cc.items()):
+            backends = entry.get("backends") or {}
+            parts.append("%s on %s: %s" % (name, cc, ", ".join(
+                "%s %s" % (field[:-len("_backend")], backends[field]) for field in SUMMARY_FIELDS
+                if backends.get(field) not in (None, ""))))
+    for name, why in sorted((result.get("unresolved") or {}).items()):
+        parts.append("%s: not resolved (%s)" % (name, why))
+    return "; ".join(parts) or "not resolved"
 
 
 def _int(value, default=1):

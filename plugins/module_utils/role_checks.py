@@ -229,13 +229,11 @@ def sglang_services_gpu_problems(settings_by_name, variables):
     v = variables
     gpus = v.get("sglang_node_gpus") or {}
     active = sglang_services_active_list(v.get("sglang_services_active"))
-    if gpus.get("present"):
-        ccs, source = gpus.get("compute_capabilities"), "this host's GPUs"
-    else:
-        ccs, source = [re.sub(r"[af]$", "", "%s" % (arch,)) for arch in v.get("sglang_node_gpu_archs") or []], "sglang_node_gpu_archs"
+    ccs, source = gpu_compat.host_compute_capabilities(gpus, v.get("sglang_node_gpu_archs"))
     problem = gpu_compat.nccl_p2p_problem(v.get("sglang_services_nccl_p2p"))
     problems = [problem] if problem else []
-    problems += bool_problems({"sglang_services_validate": v.get("sglang_services_validate")})
+    problems += bool_problems({"sglang_services_validate": v.get("sglang_services_validate"),
+                               "sglang_services_resolve_backends": v.get("sglang_services_resolve_backends", True)})
     timeout = v.get("sglang_services_validate_timeout")
     if not _whole_number(timeout, 1):
         problems.append("sglang_services_validate_timeout must be a whole number of seconds > 0, got " + _json(timeout))

@@ -21,7 +21,8 @@ RESULTS = ("ok", "unchanged", "rolled back", "failed", "not reached")
 COLUMNS = (
     ("host", "host"), ("group", "group"), ("gpus", "GPUs"), ("driver", "driver"), ("cuda", "CUDA"),
     ("flashinfer", "FlashInfer targets (fix)"), ("venv", "venv (before -> now)"), ("sglang", "SGLang (staged)"),
-    ("cache", "kernel cache"), ("built", "kernels built (s)"), ("service", "active service"), ("validation", "GPU validation"), ("health", "health"),
+    ("cache", "kernel cache"), ("built", "kernels built (s)"), ("service", "active service"), ("backends", "backends (SGLang resolved)"),
+    ("validation", "GPU validation"), ("health", "health"),
     ("batch", "batch"),
     ("seconds", "seconds"), ("result", "result"),
 )
@@ -145,6 +146,7 @@ def fleet_report_row(host, facts):
         "cache": cache.get("source") or "",
         "built": _seconds(cache.get("build_seconds")),
         "service": ", ".join(sorted(endpoints)) or "none",
+        "backends": facts.get("backends") or "",
         "validation": facts.get("validation") or "not run",
         "health": facts.get("health") or "not checked",
         "batch": int(batch) if str(batch).isdigit() else "",

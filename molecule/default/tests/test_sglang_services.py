@@ -180,6 +180,46 @@ def test_validate_args_reports_sglangs_own_words_for_an_unknown_algorithm(host):
             'Unknown speculative algorithm name: DFLASHX"') in proc.stdout, proc.stdout + proc.stderr
 
 
+def test_sglang_resolves_the_backends_it_picks_and_a_pro6000_refuses_sm100_only_kernels(host):
+    # The real SGLang 0.5.23 of the venv resolves, as the server does before it starts, services whose
+    # models are two public configs (molecule/default/files/models) on an RTX PRO 6000 (12.0) and a
+    # B300 (10.3): Qwen3-8B gets FlashInfer's attention on 12.0 and trtllm_mha on 10.3, each named as
+    # SGLang's own choice; DeepSeek-V3.2 gets trtllm DSA kernels on both, which 12.0 cannot run: the
+    # task fails naming them and the flag that fixes each; with that flag it resolves.
+    models = os.path.join(ROOT, "molecule", "default", "files", "models")
+    host.check_output("install -d -m 0755 /var/tmp/bsg-models")
+    subprocess.run(["podman", "cp", models + "/.", "molecule-pro6000:/var/tmp/bsg-models/"], check=True)
+    host.check_output("chmod -R a+rX /var/tmp/bsg-models")
+    qwen = ["--model-path", "/var/tmp/bsg-models/Qwen3-8B"]
+    dsa = ["--model-path", "/var/tmp/bsg-models/DeepSeek-V3.2", "--tp-size", "8"]
+    fixed = dsa + ["--dsa-prefill-backend", "tilelang", "--dsa-decode-backend", "tilelang"]
+    args = {"services": {"qwen": qwen, "dsa": dsa, "fixed": fixed, "later": ["--model-path", "/models/none"]},
+            "resolve": ["qwen", "dsa", "fixed", "later"], "compute_capabilities": ["12.0", "10.3"]}
+    proc = subprocess.run(
+        ["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "molecule-pro6000", "-b", "--become-user", "sglang",
+         "-e", "ansible_python_interpreter=/opt/sglang/current/bin/python", "-m", "blackwell.sglang.sglang_server_args",
+         "-a", json.dumps(args)],
+        capture_output=True, text=True, env=ansible_env(ANSIBLE_CALLBACK_RESULT_FORMAT="json"), cwd=ROOT, check=False)
+    assert proc.returncode != 0, proc.stdout
+    result = json.loads(proc.stdout[proc.stdout.index(" => {") + 4:])
+    for field in ("dsa_decode_backend", "dsa_prefill_backend"):
+        assert ("sglang_services_dsa: SGLang 0.5.23 resolves %s trtllm on compute capability 12.0 (chosen by SGLang's "
+                "_dsa_split_backend_resolution), which runs only on compute capability 10.x (FlashInfer 0.7.2 ships "
+                % field) in result["msg"]
+        assert "Set extra_args %s to one of: tilelang" % field.replace("_", "-") in result["msg"]
+    assert "10.3 (chosen" not in result["msg"] and "sglang_services_fixed" not in result["msg"]
+    picked = {(name, cc): (entry["backends"].get("attention_backend"), entry["backends"].get("dsa_decode_backend"),
+                           entry["chosen_by"].get("attention_backend"))
+              for name, by_cc in result["resolved"].items() for cc, entry in by_cc.items()}
+    assert picked[("qwen", "12.0")] == ("flashinfer", None, "SGLang's _attention_backend_default")
+    assert picked[("qwen", "10.3")] == ("trtllm_mha", None, "SGLang's _attention_backend_default")
+    assert picked[("dsa", "10.3")][:2] == picked[("dsa", "12.0")][:2] == ("dsa", "trtllm")
+    assert picked[("fixed", "12.0")][:2] == ("dsa", "tilelang")
+    assert result["resolved"]["fixed"]["12.0"]["chosen_by"]["dsa_decode_backend"] == "the service's arguments"
+    assert result["resolved"]["dsa"]["10.3"]["backends"]["moe_runner_backend"] == "flashinfer_trtllm"
+    assert result["unresolved"] == {"later": "the model config /models/none/config.json is not on this host"}
+
+
 def test_prewarm_check_fails_clearly_with_wrong_targets(host):
     [command] = unit_lines(host, "eagle3", "ExecStartPre")
     out = host.run("runuser -u sglang -- env -i $(grep -hv '^#' %s | xargs) %s --expected-archs 10.3a"

@@ -2,6 +2,7 @@
 driver <-> toolkit on both sides of each minimum, torch's CUDA major, open vs proprietary kernel
 modules, GPU counts, the attention backend table and the NCCL P2P outcome."""
 
+import json
 import os
 
 import pytest
@@ -382,3 +383,88 @@ OK, BAD, SILENT = {"ok": True}, {"ok": False, "error": "NCCL error 5"}, {"ok": F
 ])
 def test_nccl_p2p_outcome_messages_whole(mode, with_p2p, without_p2p, outcome):
     assert gpu_compat.nccl_p2p_outcome(mode, with_p2p, without_p2p) == outcome
+
+
+# ---- the backends SGLang resolves itself (sglang_server_args: resolve) --------------------------
+# What the real SGLang 0.5.23 resolved for two public model configs on each GPU kind (recorded with
+# the module's resolve_all on a CPU host; the file says how).
+RESOLVED = json.load(open(os.path.join(os.path.dirname(GPU), "sglang-0.5.23-resolved.json"), encoding="utf-8"))
+
+
+def resolved(model, cc):
+    entry = RESOLVED["resolved"][model][cc]
+    return entry["backends"], entry["chosen_by"]
+
+
+def test_deepseek_v32_on_rtx_pro_6000_gets_sm100_only_dsa_kernels_from_sglang():
+    backends, chosen_by = resolved("deepseek-v3.2", "12.0")
+    problems = gpu_compat.resolved_backend_problems("sglang_services_eagle3", "0.5.23", "12.0", backends, chosen_by)
+    cause = ("which runs only on compute capability 10.x (%s; on RTX PRO 6000 the server starts and dies at the first "
+             "request (sglang#37105))" % gpu_compat.TRTLLM_GEN_SOURCE)
+    assert problems == [
+        "sglang_services_eagle3: SGLang 0.5.23 resolves dsa_decode_backend trtllm on compute capability 12.0 (chosen by "
+        "SGLang's _dsa_split_backend_resolution), %s. Set extra_args dsa-decode-backend to one of: tilelang" % cause,
+        "sglang_services_eagle3: SGLang 0.5.23 resolves dsa_prefill_backend trtllm on compute capability 12.0 (chosen by "
+        "SGLang's _dsa_split_backend_resolution), %s. Set extra_args dsa-prefill-backend to one of: tilelang" % cause]
+
+
+@pytest.mark.parametrize("model, cc", [("deepseek-v3.2", "10.3"), ("deepseek-v3.2", "9.0"), ("qwen3-8b", "12.0"),
+                                       ("qwen3-8b", "10.3"), ("qwen3-8b", "9.0")])
+def test_what_sglang_resolves_elsewhere_runs_there(model, cc):
+    # B300: trtllm DSA kernels and the flashinfer_trtllm MoE runner are the SM100 family's; H200:
+    # FlashMLA sparse prefill and FA3 decode; Qwen3: flashinfer on sm120, trtllm_mha on B300, fa3 on H200.
+    backends, chosen_by = resolved(model, cc)
+    assert gpu_compat.resolved_backend_problems("s", "0.5.23", cc, backends, chosen_by) == []
+    assert backends["attention_backend"] == {("deepseek-v3.2", "10.3"): "dsa", ("deepseek-v3.2", "9.0"): "dsa",
+                                             ("qwen3-8b", "12.0"): "flashinfer", ("qwen3-8b", "10.3"): "trtllm_mha",
+                                             ("qwen3-8b", "9.0"): "fa3"}[(model, cc)]
+
+
+def test_a_b300_resolution_moved_to_rtx_pro_6000_names_each_backend_and_its_fix():
+    backends, chosen_by = resolved("deepseek-v3.2", "10.3")
+    assert backends["moe_runner_backend"] == "flashinfer_trtllm"
+    problems = gpu_compat.resolved_backend_problems("w", "0.5.23", "12.0", backends, chosen_by)
+    assert [p.split(" (chosen by ")[0] for p in problems] == [
+        "w: SGLang 0.5.23 resolves dsa_decode_backend trtllm on compute capability 12.0",
+        "w: SGLang 0.5.23 resolves dsa_prefill_backend trtllm on compute capability 12.0",
+        "w: SGLang 0.5.23 resolves moe_runner_backend flashinfer_trtllm on compute capability 12.0",
+        "w: SGLang 0.5.23 resolves speculative_moe_runner_backend flashinfer_trtllm on compute capability 12.0"]
+    assert problems[2].endswith("Set extra_args moe-runner-backend to one of: triton")
+    assert "(chosen by SGLang's " in problems[2]
+
+
+def test_operator_set_backends_auto_values_and_the_services_override():
+    chosen = {"attention_backend": "the service's arguments"}
+    [problem] = gpu_compat.resolved_backend_problems("s", "0.5.23", "12.0", {"attention_backend": "fa3"}, chosen)
+    assert "(chosen by the service's arguments), which runs only on compute capability 8.x, 9.x" in problem
+    assert problem.endswith("Set attention_backend to one of: flashinfer, triton, trtllm_mha, trtllm_mla")
+    # auto is decided when the model loads: nothing to check here; unknown backends run anywhere.
+    unchecked = {"moe_runner_backend": "auto", "dsa_prefill_backend": "tilelang"}
+    assert gpu_compat.resolved_backend_problems("s", "0.5.23", "12.0", unchecked, {}) == []
+    # The service's attention_backend_support replaces the row, both ways.
+    assert gpu_compat.resolved_backend_problems("s", "0.5.23", "12.0", {"attention_backend": "fa3"}, chosen,
+                                                {"fa3": ["12.0"]}) == []
+    [problem] = gpu_compat.resolved_backend_problems("s", "0.5.23", "12.0", {"decode_attention_backend": "flashinfer"},
+                                                     {}, {"flashinfer": ["9.0"]})
+    assert "which runs only on compute capability 9.0 (the service's attention_backend_support)" in problem
+    assert "(chosen by SGLang)" in problem and "Set extra_args decode-attention-backend to one of: triton" in problem
+
+
+def test_the_report_line_of_a_resolution():
+    result = {"resolved": {"eagle3": {"12.0": RESOLVED["resolved"]["qwen3-8b"]["12.0"]},
+                           "dsa": {"10.3": RESOLVED["resolved"]["deepseek-v3.2"]["10.3"]}},
+              "unresolved": {"dflash": "the model config /m/config.json is not on this host"}}
+    assert gpu_compat.backends_summary(result) == (
+        "dsa on 10.3: attention dsa, dsa_prefill trtllm, dsa_decode trtllm, moe_runner flashinfer_trtllm, "
+        "sampling flashinfer; eagle3 on 12.0: attention flashinfer, moe_runner auto, sampling flashinfer; "
+        "dflash: not resolved (the model config /m/config.json is not on this host)")
+    assert gpu_compat.backends_summary({"resolved": {}, "unresolved": {}}) == "not resolved"
+    assert gpu_compat.backends_summary(None) == "not resolved"
+
+
+def test_a_hosts_compute_capabilities_are_its_gpus_else_its_groups_archs():
+    gpus = {"present": True, "compute_capabilities": ["12.0", "12.0"]}
+    assert gpu_compat.host_compute_capabilities(gpus, ["10.3a"]) == (["12.0"], "this host's GPUs")
+    assert gpu_compat.host_compute_capabilities({"present": False}, ["12.0f", "10.3a", "9.0"]) == (
+        ["10.3", "12.0", "9.0"], "sglang_node_gpu_archs")
+    assert gpu_compat.host_compute_capabilities(None, None) == ([], "sglang_node_gpu_archs")

@@ -86,6 +86,7 @@ FACTS = {"group": "lab,pro6000", "gpus": GPUS, "cuda": "13.0.2", "targets": ["12
          "venv_before": "/opt/sglang/venvs/aaaa", "venv_staged": "/opt/sglang/venvs/bbbb",
          "venv_now": "/opt/sglang/venvs/bbbb", "sglang": "0.5.23",
          "kernel_cache": {"source": "seeded", "build_seconds": 0}, "endpoints": {"eagle3": {"url": "http://127.0.0.1:30000", "port": 30000}},
+         "backends": "eagle3 on 12.0: attention flashinfer, moe_runner auto, sampling flashinfer",
          "validation": "2 GPU(s): kernel 12.0f ran on 0,1; all-reduce 0,1 41.0 GB/s; 38.2 s",
          "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
 
@@ -96,6 +97,7 @@ def test_a_row_from_the_roles_facts():
         "host": "pro-1", "group": "lab,pro6000", "gpus": "2 x NVIDIA RTX PRO 6000 Blackwell Server Edition (cc 12.0, pcie)",
         "driver": "580.95.05", "cuda": "13.0.2", "flashinfer": "12.0f (none)", "venv_before": "aaaa",
         "venv_staged": "bbbb", "venv_now": "bbbb", "venv": "aaaa -> bbbb", "sglang": "0.5.23", "cache": "seeded", "built": 0.0, "service": "eagle3",
+        "backends": "eagle3 on 12.0: attention flashinfer, moe_runner auto, sampling flashinfer",
         "validation": "2 GPU(s): kernel 12.0f ran on 0,1; all-reduce 0,1 41.0 GB/s; 38.2 s",
         "health": "healthy", "batch": 2, "seconds": 41.5, "result": "ok", "reason": ""}
     json.dumps(row)  # plain data: the report's JSON
@@ -372,7 +374,7 @@ def test_a_gateway_host_without_its_facts_has_an_empty_url_and_manifest():
 def test_a_row_of_a_host_never_reached_and_of_odd_facts_in_full():
     assert r.fleet_report_row("gone", {}) == {
         "host": "gone", "group": "", "gpus": "none", "driver": "", "cuda": "", "flashinfer": "? (?)", "venv_before": "",
-        "venv_staged": "", "venv_now": "", "venv": "", "sglang": "", "cache": "", "built": "", "service": "none", "validation": "not run",
+        "venv_staged": "", "venv_now": "", "venv": "", "sglang": "", "cache": "", "built": "", "service": "none", "backends": "", "validation": "not run",
         "health": "not checked", "batch": "", "seconds": "", "result": "not reached", "reason": ""}
     row = r.fleet_report_row("x", {"venv_before": "/v/aaaa", "venv_now": "", "targets": ["12.0f", "10.3a"],
                                    "endpoints": {"eagle3": {}, "dflash": {}}, "batch": "x", "seconds": "None",
@@ -386,12 +388,12 @@ def test_markdown_of_rows_with_missing_cells_and_a_reason_on_two_lines():
     assert r.fleet_report_markdown([r.fleet_report_row("a", {"result": "ok", "reason": "line1\nline2 | x"}), {"host": "b"},
                                     {"host": "c", "result": "ok"}]) == (
         "# Fleet report\n\n| host | group | GPUs | driver | CUDA | FlashInfer targets (fix) | venv (before -> now) | "
-        "SGLang (staged) | kernel cache | kernels built (s) | active service | GPU validation | health | batch | seconds | "
-        "result |\n"
-        "|" + " --- |" * 16 + "\n"
-        "| a |  | none |  |  | ? (?) |  |  |  |  | none | not run | not checked |  |  | ok |\n"
-        "| b |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n"
-        "| c |  |  |  |  |  |  |  |  |  |  |  |  |  |  | ok |\n"
+        "SGLang (staged) | kernel cache | kernels built (s) | active service | backends (SGLang resolved) | GPU validation | "
+        "health | batch | seconds | result |\n"
+        "|" + " --- |" * 17 + "\n"
+        "| a |  | none |  |  | ? (?) |  |  |  |  | none |  | not run | not checked |  |  | ok |\n"
+        "| b |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |\n"
+        "| c |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  | ok |\n"
         "\n- a: line1 line2 \\| x\n\nok 2\n")
 
 
@@ -403,7 +405,7 @@ def test_the_report_files_are_readable_json_and_a_directory_of_mode_0755(tmp_pat
         os.umask(old)
     assert oct(os.stat(str(tmp_path / "r")).st_mode & 0o777) == "0o755"
     text = open(files[0]).read()
-    assert text.startswith('{\n    "play": "T",\n    "rows": [\n        {\n            "batch": "",') and text.endswith("}\n")
+    assert text.startswith('{\n    "play": "T",\n    "rows": [\n        {\n            "backends": "",') and text.endswith("}\n")
     assert json.loads(text) == document
 
 

@@ -263,3 +263,218 @@ def test_sglang_is_imported_with_the_builtin_intern(tmp_path, monkeypatch, capsy
     drop_sglang()
     assert result["_rc"] == 0, result
     assert isinstance(sys.intern, Patched)  # Ansible's patch is back for the rest of the module
+
+
+# ---- resolution (compute_capabilities, resolve) -------------------------------------------------
+# A fake of the parts of SGLang 0.5.23 (and torch) the resolution touches, each shaped as SGLang's:
+# the platform probes are lru_cache(partial(_check_cuda_device_version, ...)) over is_cuda() and
+# get_device_sm() (sglang/srt/utils/common.py lines 273-320), read through runtime_context's
+# _PLATFORM_PROBES and override_platform (runtime_context.py lines 1824-1952); ServerArgs.resolve_once
+# declares each choice as (step, {field: value}) in _resolved_overrides and the DSA step reads
+# torch.cuda.get_device_capability() directly (arg_groups/overrides.py line 631). Like a CPU host,
+# the fake torch has no GPU. The real SGLang resolves in Molecule (test_sglang_services.py).
+RESOLVING = dict(FAKE, **{
+    "torch/__init__.py": "from . import cuda\n",
+    "torch/cuda.py": (
+        "def get_device_capability(device=None):\n"
+        "    raise RuntimeError('Found no NVIDIA driver on your system')\n"),
+    "sglang/srt/utils/__init__.py": "",
+    "sglang/srt/utils/common.py": '''
+from functools import lru_cache, partial
+
+
+@lru_cache(maxsize=1)
+def is_cuda():
+    return False  # a CPU host
+
+
+def get_device_sm():
+    return 0
+
+
+def _check_cuda_device_version(device_capability_majors, cuda_version):
+    if not is_cuda():
+        return False
+    return get_device_sm() // 10 in device_capability_majors
+
+
+is_sm100_supported = lru_cache(maxsize=1)(partial(_check_cuda_device_version, device_capability_majors=[10], cuda_version=(12, 8)))
+is_sm120_supported = lru_cache(maxsize=1)(partial(_check_cuda_device_version, device_capability_majors=[12], cuda_version=(12, 8)))
+
+
+def get_device_capability(device_id=0):
+    return None, None
+''',
+    "sglang/srt/runtime_context.py": '''
+import contextlib
+
+_PLATFORM_PROBES = {"is_cuda": "is_cuda", "is_sm100": "is_sm100_supported", "is_sm120": "is_sm120_supported"}
+_PLATFORM_VALUES = {"device_sm": "get_device_sm", "device_capability": "get_device_capability"}
+_OVERRIDES = {}
+
+
+class _Platform:
+    def __getattr__(self, name):
+        from sglang.srt.utils import common
+        if name in _OVERRIDES:
+            return _OVERRIDES[name]
+        return getattr(common, {**_PLATFORM_PROBES, **_PLATFORM_VALUES}[name])()
+
+
+def get_platform():
+    return _Platform()
+
+
+@contextlib.contextmanager
+def override_platform(**facts):
+    unknown = set(facts) - set(_PLATFORM_PROBES) - set(_PLATFORM_VALUES)
+    if unknown:
+        raise ValueError("unknown platform fact(s): %s" % sorted(unknown))
+    _OVERRIDES.update(facts)
+    try:
+        yield
+    finally:
+        _OVERRIDES.clear()
+''',
+    "sglang/srt/server_args.py": '''
+import os
+
+import torch
+from sglang.srt.runtime_context import get_platform
+
+
+class ServerArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--model-path", type=str)
+        parser.add_argument("--device", type=str)
+        parser.add_argument("--attention-backend", type=str)
+        parser.add_argument("--dsa-decode-backend", type=str)
+        parser.add_argument("--moe-runner-backend", type=str, default="auto")
+        parser.add_argument("--speculative-algorithm", type=str)
+        parser.add_argument("--disaggregation-mode", type=str, default="null")
+
+    @classmethod
+    def from_cli_args(cls, namespace):
+        record = cls()
+        record.__dict__.update(vars(namespace))
+        return record
+
+    def resolve_once(self):
+        self._resolved_overrides = []
+        if self.device != "cuda":
+            raise RuntimeError("No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available.")
+        if self.speculative_algorithm and self.disaggregation_mode != "null":
+            raise ValueError("speculative decoding with disaggregation is not supported")
+        os.environ["SGLANG_SET_BY_RESOLUTION"] = "1"  # SGLang's handle_environment_variables sets some
+        if self.attention_backend is None:
+            backend = "trtllm_mha" if get_platform().is_sm100 else "flashinfer" if get_platform().is_sm120 else "triton"
+            self._resolved_overrides.append(("_attention_backend_default", {"attention_backend": backend}))
+            self.attention_backend = backend
+        if "dsa" in self.model_path and self.dsa_decode_backend is None:
+            major, _minor = torch.cuda.get_device_capability()
+            backend = "trtllm" if major >= 10 else "fa3"
+            self._resolved_overrides.append(("_dsa_split_backend_resolution", {"dsa_decode_backend": backend}))
+            self.dsa_decode_backend = backend
+        self.seen = {"offline": os.environ.get("HF_HUB_OFFLINE"), "note": os.environ.get("SERVICE_NOTE")}
+
+    def resolved_dict(self):
+        values = dict(vars(self))
+        values.pop("_resolved_overrides")
+        values["tokenizer_backend"] = "huggingface %s %s" % (values["seen"]["offline"], values["seen"]["note"])
+        return values
+''',
+})
+
+
+@pytest.fixture
+def resolving(tmp_path, monkeypatch):
+    site = tmp_path / "resolving"
+    install(site, RESOLVING)
+    monkeypatch.syspath_prepend(str(site))
+    for name in [name for name in sys.modules if name == "torch" or name.startswith("torch.")]:
+        monkeypatch.delitem(sys.modules, name)
+    drop_sglang()
+    models = tmp_path / "models"
+    for model in ("qwen", "dsa"):
+        (models / model).mkdir(parents=True)
+        (models / model / "config.json").write_text("{}")
+    yield models
+    drop_sglang()
+    for name in [name for name in sys.modules if name == "torch" or name.startswith("torch.")]:
+        del sys.modules[name]
+
+
+def resolve(capsys, services, ccs, **args):
+    return validate(capsys, services, resolve=args.pop("resolve", list(services)), compute_capabilities=ccs, **args)
+
+
+def test_each_service_is_resolved_for_each_gpu_kind_by_sglangs_own_rules(resolving, capsys, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    services = {"eagle3": ["--model-path", str(resolving / "qwen")],
+                "dsa": ["--model-path", str(resolving / "dsa"), "--dsa-decode-backend", "tilelang"],
+                "idle": ["--model-path", "/nowhere"]}
+    result = resolve(capsys, services, ["12.0", "10.3"], resolve=["eagle3", "dsa"],
+                     environments={"eagle3": {"SERVICE_NOTE": "eagle3's own"}})
+    assert result["_rc"] == 0, result
+    eagle3, dsa = result["resolved"]["eagle3"], result["resolved"]["dsa"]
+    # SGLang's probes answered for each GPU (is_sm120 on 12.0, is_sm100 on 10.3), each choice named.
+    assert {cc: (e["backends"]["attention_backend"], e["chosen_by"]["attention_backend"]) for cc, e in eagle3.items()} == {
+        "12.0": ("flashinfer", "SGLang's _attention_backend_default"),
+        "10.3": ("trtllm_mha", "SGLang's _attention_backend_default")}
+    # Set by the service / SGLang's argparse default / the service's env and offline while resolving.
+    assert (dsa["12.0"]["backends"]["dsa_decode_backend"], dsa["12.0"]["chosen_by"]["dsa_decode_backend"]) == (
+        "tilelang", "the service's arguments")
+    assert (eagle3["12.0"]["backends"]["moe_runner_backend"], eagle3["12.0"]["chosen_by"]["moe_runner_backend"]) == (
+        "auto", "SGLang's default")
+    assert eagle3["12.0"]["backends"]["tokenizer_backend"] == "huggingface 1 eagle3's own"
+    assert dsa["10.3"]["backends"]["tokenizer_backend"] == "huggingface 1 None"
+    assert result["unresolved"] == {} and "idle" not in result["resolved"]
+    # Nothing of the resolution is left in the process: the environment, SGLang's probes and torch.
+    assert "SGLANG_SET_BY_RESOLUTION" not in os.environ and "HF_HUB_OFFLINE" not in os.environ
+    from sglang.srt.utils import common
+    import torch
+    assert common.is_cuda() is False and common.is_sm120_supported() is False
+    with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
+        torch.cuda.get_device_capability()
+
+
+def test_a_backend_that_cannot_run_on_the_gpus_fails_naming_the_step_and_the_fix(resolving, capsys):
+    services = {"dsa": ["--model-path", str(resolving / "dsa")]}
+    result = resolve(capsys, services, ["10.3", "12.0"])
+    assert result["_rc"] == 1
+    assert result["msg"].startswith(
+        "sglang_services_dsa: SGLang 0.5.23 resolves dsa_decode_backend trtllm on compute capability 12.0 (chosen by "
+        "SGLang's _dsa_split_backend_resolution), which runs only on compute capability 10.x (FlashInfer 0.7.2 ")
+    assert result["msg"].endswith("Set extra_args dsa-decode-backend to one of: tilelang")
+    assert "10.3" not in result["msg"]  # its trtllm runs there
+    # What was resolved comes with the failure.
+    assert result["resolved"]["dsa"]["10.3"]["backends"]["dsa_decode_backend"] == "trtllm"
+    assert sorted(result["resolved"]["dsa"]) == ["10.3", "12.0"] and result["unresolved"] == {}
+
+
+def test_sglangs_own_refusal_a_missing_model_and_bad_input(resolving, capsys):
+    services = {"pd": ["--model-path", str(resolving / "qwen"), "--speculative-algorithm", "EAGLE3",
+                       "--disaggregation-mode", "prefill"],
+                "later": ["--model-path", str(resolving / "not-yet")]}
+    result = resolve(capsys, services, ["12.0"])
+    assert (result["_rc"], result["msg"]) == (1, "SGLang 0.5.23 refuses sglang-pd on compute capability 12.0: "
+                                                 "speculative decoding with disaggregation is not supported")
+    result = resolve(capsys, {"later": services["later"]}, ["12.0"])
+    assert result["_rc"] == 0 and result["resolved"] == {}
+    assert result["unresolved"] == {"later": "the model config %s/not-yet/config.json is not on this host" % resolving}
+    assert resolve(capsys, services, ["sm120"])["msg"] == \
+        "compute_capabilities: 'sm120' is not a compute capability like 12.0"
+    assert resolve(capsys, services, ["12.0"], resolve=["nope"])["msg"] == \
+        "resolve: nope is not one of the services (later, pd)"
+
+
+def test_a_model_replaced_at_its_path_is_resolved_again(resolving, tmp_path, capsys):
+    stamp = tmp_path / "stamp.json"
+    services = {"eagle3": ["--model-path", str(resolving / "qwen")]}
+    for expected in ("checked", "unchanged"):
+        result = resolve(capsys, services, ["12.0"], stamp=str(stamp))
+        assert (result["_rc"], result["verified"]) == (0, expected), result
+    (resolving / "qwen" / "config.json").write_text('{"architectures": ["Other"]}')
+    assert resolve(capsys, services, ["12.0"], stamp=str(stamp))["verified"] == "checked"
+    assert resolve(capsys, services, ["12.0", "10.3"], stamp=str(stamp))["verified"] == "checked"
