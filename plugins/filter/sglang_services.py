@@ -9,6 +9,7 @@ documented in plugins/filter/<name>.yml."""
 from __future__ import annotations
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.role_checks import (
+    sglang_services_custom_all_reduce,
     sglang_services_gpu_problems,
     sglang_services_input_problems,
 )
@@ -37,6 +38,7 @@ class FilterModule:
             "sglang_services_problems": sglang_services_problems,
             "sglang_services_input_problems": sglang_services_input_problems,
             "sglang_services_gpu_problems": sglang_services_gpu_problems,
+            "sglang_services_custom_all_reduce": sglang_services_custom_all_reduce,
             "sglang_services_conflicts": sglang_services_conflicts,
             "sglang_services_active_list": sglang_services_active_list,
             "sglang_services_endpoints": sglang_services_endpoints,

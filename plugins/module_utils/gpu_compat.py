@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import InvalidVersion, Version
+from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import NVLINK_RE
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import gpu_set
 
 DRIVER_TABLE_SOURCE = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#cuda-driver"
@@ -45,6 +46,14 @@ OPEN_MODULES_SOURCE = "https://developer.nvidia.com/blog/nvidia-transitions-full
 OPEN_MODULES_FROM_MAJOR = 10
 
 NCCL_P2P_MODES = ("auto", "on", "off")
+CUSTOM_ALL_REDUCE_MODES = ("auto", "on", "off")
+# SGLang 0.5.23's custom all-reduce (sglang/srt/distributed/device_communicators/custom_all_reduce_utils.py,
+# can_use_custom_all_reduce_with_nvlink) runs for 2, 4, 6 or 8 GPUs of one node when NVLink joins them
+# all, or for exactly two PCIe GPUs whose P2P test passes; it turns itself off for more than two
+# PCIe-only GPUs and after a failed P2P test. What it does not see: a P2P path that passes the test
+# and then hangs, and two GPUs that reach each other only through the host bridge.
+CUSTOM_ALL_REDUCE_SOURCE = "SGLang 0.5.23 custom_all_reduce_utils.py can_use_custom_all_reduce_with_nvlink"
+HOST_BRIDGE_LINKS = ("PHB", "NODE", "SYS", "SOC")  # SOC: older drivers' name for SYS
 
 
 def _version(text):
@@ -166,6 +175,40 @@ def nccl_p2p_outcome(mode, with_p2p, without_p2p):
                              "IOMMU (passthrough) and PCIe ACS settings" % _error(with_p2p))
     return False, True, "NCCL all-reduce failed with P2P (%s) and with NCCL_P2P_DISABLE=1 (%s)" % (
         _error(with_p2p), _error(without_p2p))
+
+
+def custom_all_reduce(devices, topology, p2p_disabled, mode="auto"):
+    """SGLang's custom all-reduce for a service on `devices` (host GPU indices), given the host's
+    topology (nvidia_gpu_info's: {"0": {"1": "PHB"}}) and whether its GPUs run with NCCL_P2P_DISABLE=1
+    (the NCCL probe's decision): (disable, why). disable True: the service gets
+    --disable-custom-all-reduce. `mode` (sglang_services_custom_all_reduce): auto decides by the rule
+    below, off always disables it, on leaves it to SGLang."""
+    devices = sorted(set(int(device) for device in devices))
+    if len(devices) < 2:
+        return False, "one GPU: no all-reduce"
+    if mode == "off":
+        return True, "sglang_services_custom_all_reduce is off"
+    if mode == "on":
+        return False, "sglang_services_custom_all_reduce is on: SGLang decides (%s)" % CUSTOM_ALL_REDUCE_SOURCE
+    links = [str(((topology or {}).get(str(a)) or {}).get(str(b)) or "") for a in devices for b in devices if a < b]
+    if not all(links):
+        return False, "the GPUs' topology is not known (nvidia-smi topo -m): SGLang decides"
+    if all(NVLINK_RE.match(link) for link in links):
+        return False, "NVLink joins its GPUs: SGLang's custom all-reduce runs over NVLink"
+    if len(devices) > 2:
+        return False, ("more than two GPUs over PCIe: SGLang turns its custom all-reduce off itself (%s)"
+                       % CUSTOM_ALL_REDUCE_SOURCE)
+    link = links[0]
+    if p2p_disabled:
+        return True, ("GPUs %s (%s) run NCCL with NCCL_P2P_DISABLE=1 (the NCCL probe's P2P attempt failed): SGLang's "
+                      "custom all-reduce uses the same P2P path, and its own P2P test can pass where transfers hang "
+                      "(local-inference-lab/rtx6kpro#15, NVIDIA/nccl#1999)" % (",".join(map(str, devices)), link))
+    if link in HOST_BRIDGE_LINKS:
+        return True, ("GPUs %s reach each other through the host bridge (%s): a custom PCIe all-reduce there never "
+                      "completes while NCCL works (local-inference-lab/rtx6kpro#21, 2x RTX PRO 6000 on PHB)"
+                      % (",".join(map(str, devices)), link))
+    return False, ("GPUs %s share a PCIe switch (%s): SGLang's custom all-reduce, after its own P2P test (%s)"
+                   % (",".join(map(str, devices)), link, CUSTOM_ALL_REDUCE_SOURCE))
 
 
 def _error(attempt):
@@ -318,16 +361,18 @@ def _fix_flag(field):
     return "attention_backend" if field == "attention_backend" else "extra_args %s" % field.replace("_", "-")
 
 
-def resolved_backend_problems(where, version, cc, backends, chosen_by, support=None):
+def resolved_backend_problems(where, version, cc, backends, chosen_by, support=None, speculative=True):
     """The backends SGLang `version` resolved for a service on compute capability `cc` ('M.m';
     backends: {field: value}, chosen_by: {field: the SGLang step or "the service's arguments"}) that
     cannot run there, each naming the step that chose it, the source and the flag that fixes it.
-    `support` (the service's attention_backend_support) replaces rows for the attention fields."""
+    `support` (the service's attention_backend_support) replaces rows for the attention fields; the
+    speculative_* fields count only for a service with speculative decoding (SGLang fills them in,
+    copied from the target's, for every service)."""
     support = support if isinstance(support, dict) else {}
     problems = []
     for field, (table, portable) in sorted(RESOLVED_FIELDS.items()):
         backend = backends.get(field)
-        if backend in (None, "", "auto"):
+        if backend in (None, "", "auto") or (field.startswith("speculative_") and not speculative):
             continue
         backend = str(backend)
         attention = table is ATTENTION_BACKENDS

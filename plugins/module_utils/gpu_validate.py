@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -64,17 +65,57 @@ int main() {
 """
 
 # FlashInfer: load every pre-warmed module (never build one: a module without its .so is an error),
-# then one sampling call per visible GPU through FlashInfer's public API, which must find the
-# pre-warmed module (the .so's mtime unchanged: nothing compiled).
+# then on each visible GPU one tiny call through FlashInfer's public API per module that has one here
+# (sampling: top_k_sampling_from_probs; topk: top_k; quantization: packbits; norm: rmsnorm), each
+# checked against torch. A module without a call here is loaded only and named so. Every module's
+# .so must keep its mtime: nothing compiled.
 FLASHINFER_PROBE = r"""
 import json, os, sys
 modules = json.loads(sys.argv[1])
-result = {"ok": False, "loaded": [], "gpus": []}
+result = {"ok": False, "loaded": [], "ran": [], "loaded_only": [], "gpus": []}
+
+
+def sampling(torch, flashinfer):
+    torch.manual_seed(0)
+    probs = torch.softmax(torch.randn(8, 4096, device="cuda") * 3, dim=-1)
+    tokens = flashinfer.sampling.top_k_sampling_from_probs(probs, 20)
+    torch.cuda.synchronize()
+    top = probs.topk(20, dim=-1).indices
+    if not bool((top == tokens.long()[:, None]).any(-1).all()):
+        raise RuntimeError("top_k_sampling_from_probs returned tokens outside the top 20")
+
+
+def topk(torch, flashinfer):
+    torch.manual_seed(0)
+    logits = torch.randn(4, 32768, device="cuda")
+    values, _indices = flashinfer.topk.top_k(logits, 16, sorted=True)
+    if not torch.allclose(values, logits.topk(16, dim=-1).values):
+        raise RuntimeError("top_k returned other values than torch.topk")
+
+
+def quantization(torch, flashinfer):
+    bits = torch.tensor([1, 0, 1, 1, 0, 0, 1, 1], dtype=torch.bool, device="cuda")
+    packed = flashinfer.quantization.packbits(bits).tolist()
+    if packed != [0b10110011]:
+        raise RuntimeError("packbits returned %s, expected [179]" % packed)
+
+
+def norm(torch, flashinfer):
+    torch.manual_seed(0)
+    x = torch.randn(4, 128, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(128, device="cuda", dtype=torch.bfloat16)
+    out = flashinfer.norm.rmsnorm(x, weight, 1e-6).float()
+    ref = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * weight.float()
+    if not torch.allclose(out, ref, atol=5e-2, rtol=5e-2):
+        raise RuntimeError("rmsnorm differs from torch's")
+
+
+CALLS = {"sampling": sampling, "topk": topk, "quantization": quantization, "norm": norm}
 try:
     import torch
     import flashinfer
-    from flashinfer.jit import env as jit_env
     import importlib
+    paths = {}
     for name in modules:
         spec = None
         for where in ("flashinfer.jit." + name, "flashinfer.jit"):
@@ -93,24 +134,26 @@ try:
             raise RuntimeError("JIT module %s is not pre-warmed (%s missing); the validation does not compile: "
                                "re-run site.yml" % (name, path))
         spec.load(path)
+        paths[name] = str(path)
         result["loaded"].append(name)
-    so = jit_env.FLASHINFER_JIT_DIR / "sampling" / "sampling.so"
-    before = os.stat(so).st_mtime_ns if "sampling" in modules else None
+    before = {name: os.stat(path).st_mtime_ns for name, path in paths.items()}
+    result["ran"] = [name for name in modules if name in CALLS]
+    result["loaded_only"] = [name for name in modules if name not in CALLS]
     for index in range(torch.cuda.device_count()):
         with torch.cuda.device(index):
-            gpu = {"device": index, "name": torch.cuda.get_device_name(index)}
-            if "sampling" in modules:
-                torch.manual_seed(0)
-                probs = torch.softmax(torch.randn(8, 4096, device="cuda") * 3, dim=-1)
-                tokens = flashinfer.sampling.top_k_sampling_from_probs(probs, 20)
-                torch.cuda.synchronize()
-                top = probs.topk(20, dim=-1).indices
-                gpu["sampled"] = bool((top == tokens.long()[:, None]).any(-1).all())
-                if not gpu["sampled"]:
-                    raise RuntimeError("top_k_sampling_from_probs on GPU %d returned tokens outside the top 20" % index)
+            gpu = {"device": index, "name": torch.cuda.get_device_name(index), "ran": []}
+            for name in result["ran"]:
+                try:
+                    CALLS[name](torch, flashinfer)
+                    torch.cuda.synchronize()
+                except Exception as exc:
+                    raise RuntimeError("%s on GPU %d: %s" % (name, index, str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__))
+                gpu["ran"].append(name)
+            gpu["sampled"] = "sampling" in gpu["ran"]
             result["gpus"].append(gpu)
-    if before is not None and os.stat(so).st_mtime_ns != before:
-        raise RuntimeError("sampling.so changed during the sampling calls: FlashInfer compiled on the serving path")
+    changed = sorted(name for name, path in paths.items() if os.stat(path).st_mtime_ns != before[name])
+    if changed:
+        raise RuntimeError("%s changed during the calls: FlashInfer compiled on the serving path" % ", ".join(changed))
     result["ok"] = True
 except Exception as exc:
     result["error"] = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[-1] if str(exc).strip() else "")
@@ -159,9 +202,30 @@ print(json.dumps(result))
 sys.exit(0 if result["ok"] else 1)
 """
 
-# The NVLink-multicast paths stay off in every probe (as on the machines the GPU tests ran on).
+# Defaults of every probe where the service's environment says nothing: NVLink SHARP off, as
+# SGLang's launcher sets it without --enable-nccl-nvls / --enable-symm-mem (sglang/srt/entrypoints/
+# engine.py _set_envs_and_config); the all-reduce of a service SGLang resolved runs with the NCCL
+# variables the resolution returned (sglang_server_args: nccl_environment) instead.
 PROBE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
              "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+# NCCL's INFO log names each channel's transport: "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read",
+# "... [receive] via NET/IB/3/GDRDMA", "... via SHM/direct/direct" (public logs, e.g. NVIDIA/nccl#1189);
+# an NVLS (NVLink SHARP) all-reduce logs "Connected NVLS".
+_VIA = re.compile(r"NCCL INFO Channel .* via ([A-Za-z0-9]+)(?:/([A-Za-z0-9_]+))?")
+_NVLS = re.compile(r"NCCL INFO .*Connected NVLS")
+
+
+def nccl_transports(log):
+    """The transports an all-reduce used, from NCCL's INFO log: e.g. ['P2P/CUMEM'], ['SHM/direct'],
+    ['NET/Socket'], ['NVLS', 'P2P/CUMEM']; [] for one GPU (no channel between ranks)."""
+    found = set()
+    for line in (log or "").splitlines():
+        match = _VIA.search(line)
+        if match:
+            found.add(match.group(1) + ("/" + match.group(2) if match.group(2) else ""))
+        elif _NVLS.search(line):
+            found.add("NVLS")
+    return sorted(found)
 
 
 class ProbeError(Exception):
@@ -245,7 +309,8 @@ def run_allreduce(python, devices, env, timeout, size, iters=20):
     """One all-reduce across `devices` (host GPU indices), a process per rank, all killed when one
     does not answer within `timeout` s. {'ok', 'error', 'busbw_gbps', 'seconds', ...} of rank 0, or the
     first failing rank's error."""
-    env = dict(env, CUDA_VISIBLE_DEVICES=",".join(str(d) for d in devices), WORLD_SIZE=str(len(devices)),
+    # NCCL_DEBUG=INFO: the log names the transport of each channel (nccl_transports); logging only.
+    env = dict(env, NCCL_DEBUG="INFO", CUDA_VISIBLE_DEVICES=",".join(str(d) for d in devices), WORLD_SIZE=str(len(devices)),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), BSG_ALLREDUCE_BYTES=str(size),
                BSG_ALLREDUCE_ITERS=str(iters), BSG_ALLREDUCE_TIMEOUT=str(max(int(timeout), 1)))
     start = time.monotonic()
@@ -272,7 +337,7 @@ def run_allreduce(python, devices, env, timeout, size, iters=20):
             return {"ok": False, "seconds": round(time.monotonic() - start, 1),
                     "error": "no answer within %d s (a hang: NCCL waits for a peer it cannot reach); killed. "
                              "Last output: %s" % (timeout, tail(err or out) or "none")}
-        answers.append(_answer(proc.returncode, out, err, time.monotonic() - start))
+        answers.append(dict(_answer(proc.returncode, out, err, time.monotonic() - start), transports=nccl_transports(err)))
     failed = [answer for answer in answers if not answer["ok"]]
     result = dict(failed[0] if failed else answers[0])
     result["seconds"] = round(time.monotonic() - start, 1)

@@ -23,11 +23,12 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.arch_select impor
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import gpu_coverage_problems, toolkit_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.gateway import gateway_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import (
+    as_bool,
     bool_problems,
     env_file_problems,
     path_problems,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import sglang_services_active_list
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import gpu_set, sglang_services_active_list
 
 # Jinja's `is match` (re.match) patterns, as the preflights spelled them.
 PLAIN_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9._-]*$"
@@ -232,6 +233,14 @@ def sglang_services_gpu_problems(settings_by_name, variables):
     ccs, source = gpu_compat.host_compute_capabilities(gpus, v.get("sglang_node_gpu_archs"))
     problem = gpu_compat.nccl_p2p_problem(v.get("sglang_services_nccl_p2p"))
     problems = [problem] if problem else []
+    mode = v.get("sglang_services_custom_all_reduce", "auto")
+    if mode not in gpu_compat.CUSTOM_ALL_REDUCE_MODES:
+        problems.append("sglang_services_custom_all_reduce must be one of %s, got %s"
+                        % (", ".join(gpu_compat.CUSTOM_ALL_REDUCE_MODES), _json(mode)))
+    elif mode == "on":
+        problems += ["sglang_services_custom_all_reduce is on, but sglang_services_%s extra_args disable-custom-all-reduce "
+                     "turns SGLang's custom all-reduce off: remove one of the two" % name
+                     for name in active if _extra_flag_on(settings_by_name.get(name) or {}, "disable-custom-all-reduce")]
     problems += bool_problems({"sglang_services_validate": v.get("sglang_services_validate"),
                                "sglang_services_resolve_backends": v.get("sglang_services_resolve_backends", True)})
     timeout = v.get("sglang_services_validate_timeout")
@@ -241,6 +250,44 @@ def sglang_services_gpu_problems(settings_by_name, variables):
     if gpus.get("present"):
         problems += gpu_compat.gpu_count_problems(settings_by_name, active, int(gpus.get("count")))
     return problems
+
+
+def _extra_flag_on(settings, flag):
+    """Whether a service's extra_args turns the bare flag --flag on (true, "true", "yes", ...)."""
+    for key, value in (settings.get("extra_args") or {}).items():
+        if str(key).lstrip("-").replace("_", "-") == flag:
+            try:
+                return as_bool(value)
+            except ValueError:
+                return False
+    return False
+
+
+def sglang_services_custom_all_reduce(settings_by_name, variables):
+    """SGLang's custom all-reduce of each active service (module_utils/gpu_compat.custom_all_reduce):
+    {service: {"disable": bool, "why": str, "add_flag": bool}} from the host's GPUs and topology
+    (sglang_node_gpus), the services whose NCCL runs without P2P (p2p_off: the GPU validation's
+    decision) and sglang_services_custom_all_reduce. add_flag: the role adds --disable-custom-all-reduce
+    (false where the service's extra_args already has it). Without GPUs: {}."""
+    v = variables
+    gpus = v.get("sglang_node_gpus") or {}
+    if not gpus.get("present"):
+        return {}
+    indices = [gpu.get("index") for gpu in gpus.get("gpus") or []]
+    decisions = {}
+    for name in sglang_services_active_list(v.get("sglang_services_active")):
+        settings = settings_by_name.get(name) or {}
+        try:
+            devices = gpu_set(settings.get("cuda_visible_devices")) or indices
+        except ValueError:
+            continue  # reported by the preflight
+        disable, why = gpu_compat.custom_all_reduce(devices, gpus.get("topology") or {}, name in (v.get("p2p_off") or []),
+                                                    v.get("sglang_services_custom_all_reduce") or "auto")
+        explicit = _extra_flag_on(settings, "disable-custom-all-reduce")
+        if explicit:
+            disable, why = True, "extra_args disable-custom-all-reduce"
+        decisions[name] = {"disable": disable, "why": why, "add_flag": disable and not explicit}
+    return decisions
 
 
 def sglang_gateway_problems(variables):

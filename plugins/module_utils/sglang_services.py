@@ -107,6 +107,18 @@ MANAGED_FLAGS = {
 }
 
 
+# SGLang's --disaggregation-mode values that split a request across two servers (its default: null).
+DISAGGREGATED = ("prefill", "decode")
+
+
+def _extra_value(extra, flag):
+    """The value extra_args gives --flag (keys written with or without dashes or underscores), else None."""
+    for key, value in (extra or {}).items():
+        if str(key).lstrip("-").replace("_", "-") == flag:
+            return str(value)
+    return None
+
+
 def _flag(key):
     return "--" + str(key).lstrip("-").replace("_", "-")
 
@@ -283,14 +295,24 @@ def sglang_services_problems(settings_by_name, active):
                 if not _int_in(settings[key], 1):
                     problems.append("%s: %s must be an integer >= 1, got %r" % (where, key, settings[key]))
         if name == "dflash":
-            if _on(settings.get("enable_dp_attention")):
-                problems.append("%s: DFlash does not work with DP attention; set enable_dp_attention: false" % where)
+            # SGLang 0.5.23's own rules (arg_groups/speculative_hook.py, DFLASH): its resolution refuses
+            # these too, but only once the venv and the model's config are on the host; here before both.
+            if _on(settings.get("enable_dp_attention")) and not _on(_extra_value(extra, "enable-dp-lm-head")):
+                problems.append("%s: DFlash with DP attention needs extra_args enable-dp-lm-head: true (SGLang: 'DFLASH "
+                                "with dp attention requires --enable-dp-lm-head'), or enable_dp_attention: false" % where)
             if _int_in(settings.get("pp_size", 1), 2):
-                problems.append("%s: DFlash does not work with pipeline parallelism; pp_size is %s, must be 1"
+                problems.append("%s: DFlash does not work with pipeline parallelism; pp_size is %s, must be 1 (SGLang: "
+                                "'Currently DFLASH speculative decoding only supports pp_size == 1')"
                                 % (where, settings["pp_size"]))
             block = settings.get("dflash_block_size")
             if _set(block) and not _int_in(block, 1):
                 problems.append("%s: dflash_block_size must be an integer >= 1, got %r" % (where, block))
+            mode = _extra_value(extra, "disaggregation-mode")
+            if mode in DISAGGREGATED:
+                problems.append(
+                    "%s: DFlash speculative decoding with prefill/decode disaggregation (extra_args disaggregation-mode "
+                    "%s): SGLang accepts the flags, but the DFlash draft's state is not carried from the prefill to the "
+                    "decode server (sglang#36140); run DFlash without disaggregation" % (where, mode))
     running = [name for name in names if name in SERVICES]
     for index, left in enumerate(running):
         for right in running[index + 1:]:

@@ -178,6 +178,15 @@ interconnect:
   type: str
   choices: [nvlink, pcie, none, unknown]
   sample: pcie
+topology:
+  description:
+    - The link between each pair of GPUs, from C(nvidia-smi topo -m) (GPU index -> peer index -> the cell, for example
+      C(NV18), C(PIX), C(PXB), C(PHB), C(NODE), C(SYS)); keys are strings. The custom all-reduce rule of the
+      C(sglang_services) role reads it (C(plugins/module_utils/gpu_compat.py), C(custom_all_reduce)).
+    - Empty for fewer than two GPUs, or when RV(interconnect) is V(unknown).
+  returned: always
+  type: dict
+  sample: {"0": {"1": "PHB"}, "1": {"0": "PHB"}}
 kernel_module:
   description:
     - The flavour of the loaded NVIDIA kernel module, from the first line of C(/proc/driver/nvidia/version),
@@ -230,6 +239,7 @@ def _absent(error):
         "compute_capabilities": [],
         "driver_version": None,
         "interconnect": INTERCONNECT_NONE,
+        "topology": {},
         "kernel_module": None,
         "error": error,
     }
@@ -263,20 +273,23 @@ def _run(module, nvidia_smi, args):
     return module.run_command([nvidia_smi] + list(args), environ_update=COMMAND_ENV, handle_exceptions=False)
 
 
-def _read_interconnect(module, nvidia_smi):
+def _read_topology(module, nvidia_smi):
+    """(interconnect, {"0": {"1": link}}) from nvidia-smi topo -m; (unknown, {}) with a warning when it fails."""
     try:
         rc, stdout, stderr = _run(module, nvidia_smi, TOPO_ARGS)
     except OSError as exc:
         module.warn("nvidia-smi topo -m failed, interconnect unknown: %s" % _cannot_run(nvidia_smi, exc))
-        return INTERCONNECT_UNKNOWN
+        return INTERCONNECT_UNKNOWN, {}
     if rc != 0:
         module.warn("nvidia-smi topo -m failed, interconnect unknown: %s" % _command_failure(rc, stdout, stderr))
-        return INTERCONNECT_UNKNOWN
+        return INTERCONNECT_UNKNOWN, {}
     try:
-        return interconnect(parse_topology(stdout))
+        matrix = parse_topology(stdout)
+        return interconnect(matrix), {str(gpu): {str(peer): link for peer, link in sorted(peers.items())}
+                                      for gpu, peers in sorted(matrix.items())}
     except NvidiaSmiParseError as exc:
         module.warn("could not read nvidia-smi topo -m, interconnect unknown: %s" % exc)
-        return INTERCONNECT_UNKNOWN
+        return INTERCONNECT_UNKNOWN, {}
 
 
 def _read_kernel_module():
@@ -314,6 +327,7 @@ def gather(module):
         return _absent(reported or "nvidia-smi listed no GPU")
 
     result = _absent(None)
+    link, topology = _read_topology(module, nvidia_smi) if len(gpus) > 1 else (INTERCONNECT_NONE, {})
     result.update(
         present=True,
         gpus=gpus,
@@ -322,7 +336,8 @@ def gather(module):
             set(gpu["compute_capability"] for gpu in gpus if gpu["compute_capability"]), key=arch_key
         ),
         driver_version=gpus[0]["driver_version"],
-        interconnect=_read_interconnect(module, nvidia_smi) if len(gpus) > 1 else INTERCONNECT_NONE,
+        interconnect=link,
+        topology=topology,
         kernel_module=_read_kernel_module(),
     )
     return result

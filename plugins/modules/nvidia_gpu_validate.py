@@ -20,13 +20,16 @@ description:
     each GPU. Catches a driver too old for the toolkit (C(cudaErrorInsufficientDriver)), a target the
     GPU cannot run (C(cudaErrorNoKernelImageForDevice)) and a kernel module that does not answer.
   - B(FlashInfer.) Loads each module of O(flashinfer_modules) from the JIT cache (it never builds one;
-    a module that is not pre-warmed is a failure) and, when C(sampling) is among them, runs
-    C(flashinfer.sampling.top_k_sampling_from_probs) on each GPU, checks the tokens and that C(sampling.so)
-    did not change (nothing compiled).
+    a module that is not pre-warmed is a failure) and runs each once on each GPU with a tiny call of
+    FlashInfer's public API, checked against torch - C(sampling) C(top_k_sampling_from_probs), C(topk)
+    C(top_k), C(quantization) C(packbits), C(norm) C(rmsnorm); a module without a call here is loaded
+    only and named in C(loaded_only) of RV(flashinfer). Every module's C(.so) must keep its mtime (nothing compiled).
   - B(NCCL.) For each distinct GPU set of O(services), an all-reduce with torch.distributed (one process
     per GPU) - a correctness check, then 20 timed all-reduces of O(allreduce_mib) MiB, reported as bus
     bandwidth in GB/s (nccl-tests' definition). With P2P allowed (O(nccl_p2p=auto) or V(on)) a hang or
-    error is retried with C(NCCL_P2P_DISABLE=1); O(nccl_p2p) decides what follows (see there).
+    error is retried with C(NCCL_P2P_DISABLE=1); O(nccl_p2p) decides what follows (see there). Each set
+    runs with the NCCL variables its services run with (O(resolved)), and the transports NCCL used
+    (C(P2P), C(SHM), C(NET), C(NVLS)) are read from its INFO log (C(NCCL_DEBUG=INFO) for the probe).
   - Must run with the SGLang venv's interpreter (C(ansible_python_interpreter)), which has torch and
     FlashInfer, and as the service user, so the probes load what the services will load.
   - Without GPUs (O(gpus) empty) or in check mode it runs nothing and reports RV(status=skipped) with
@@ -96,6 +99,17 @@ options:
   python:
     description: The interpreter that runs the FlashInfer and NCCL probes. Default the one running the module (the venv's).
     type: path
+  resolved:
+    description:
+      - What C(blackwell.sglang.sglang_server_args) resolved for the services (its RV(blackwell.sglang.sglang_server_args#module:resolved)),
+        each service's C(nccl_environment) (the C(NCCL_*) variables the server runs with once SGLang's launcher
+        set its own) is the environment of the all-reduce of its GPU set, over the env files and the module's
+        environment. Services of one GPU set with different NCCL variables are probed once each.
+      - Empty, or a service missing (not resolved), leaves that service's set with the env files, the
+        module's environment and the defaults (C(NCCL_NVLS_ENABLE=0), as SGLang's launcher sets it without
+        C(--enable-nccl-nvls) or C(--enable-symm-mem)).
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -113,8 +127,9 @@ notes:
     for this GPU's compute capability); a FlashInfer module is not pre-warmed or does not load; the sampling
     call fails or compiled; the all-reduce fails or hangs (killed after O(timeout) s)."
   - Takes about 30-60 s on a node whose caches are warm (imports of torch and FlashInfer, one nvcc build).
-  - The NVLink-multicast paths are off in every probe (C(NCCL_NVLS_ENABLE=0)); C(CUDA_DEVICE_ORDER=PCI_BUS_ID)
-    makes CUDA's numbering nvidia-smi's.
+  - Unless the services' NCCL variables (O(resolved)) or the environment say otherwise, the NVLink-multicast
+    paths are off in every probe (C(NCCL_NVLS_ENABLE=0), C(TORCH_SYMM_MEM_DISABLE_MULTICAST=1),
+    C(NVSHMEM_DISABLE_NVLS=1)); C(CUDA_DEVICE_ORDER=PCI_BUS_ID) makes CUDA's numbering nvidia-smi's.
 seealso:
   - module: blackwell.sglang.nvidia_gpu_info
   - name: nccl-tests, performance
@@ -160,7 +175,7 @@ summary:
   description: One line for the site summary and the fleet report.
   returned: always
   type: str
-  sample: "2 GPU(s): kernel 9.0a ran on 0,1; FlashInfer sampling loaded and sampled on 0,1; all-reduce 0,1 302.1 GB/s; 41.3 s"
+  sample: "2 GPU(s): kernel 9.0a ran on 0,1; FlashInfer sampling topk ran on 0,1; all-reduce 0,1 302.1 GB/s via NVLS+P2P/CUMEM; 41.3 s"
 seconds:
   description: Wall time of all probes, in seconds.
   returned: always
@@ -188,14 +203,19 @@ kernel:
       type: list
       elements: dict
 flashinfer:
-  description: The FlashInfer probe (C(ok), C(loaded) modules, C(gpus) with C(sampled), C(error), C(seconds)); V(null) when skipped or no modules.
+  description:
+    - The FlashInfer probe - C(ok), C(loaded) (modules loaded from the cache), C(ran) (modules whose tiny call ran
+      on every GPU), C(loaded_only) (modules without a call here), C(gpus) (each with C(ran) and C(sampled)),
+      C(error), C(seconds); V(null) when skipped or no modules.
   returned: always
   type: dict
 nccl:
   description:
-    - One entry per distinct GPU set, with C(devices), C(services), C(ok), C(p2p) (V(true) when it passed with P2P allowed),
-      C(busbw_gbps) (bus bandwidth in GB/s; V(null) for one GPU), C(nccl) (NCCL's version), C(seconds) and C(attempts)
-      (each attempt's C(p2p_disabled), C(ok), C(error), C(seconds)).
+    - One entry per distinct GPU set (and NCCL environment), with C(devices), C(services), C(environment) (the
+      services' NCCL variables it ran with, from O(resolved)), C(ok), C(p2p) (V(true) when it passed with P2P allowed),
+      C(busbw_gbps) (bus bandwidth in GB/s; V(null) for one GPU), C(transports) (what NCCL's INFO log says each channel
+      used, for example V([P2P/CUMEM]), V([SHM/direct]), V([NET/Socket]), V([NVLS]); empty for one GPU),
+      C(nccl) (NCCL's version), C(seconds) and C(attempts) (each attempt's C(p2p_disabled), C(ok), C(error), C(seconds)).
   returned: always
   type: list
   elements: dict
@@ -256,8 +276,17 @@ def probe_environment(module):
     return env
 
 
+def service_nccl_environment(resolved, name):
+    """The NCCL variables `name` runs with, from sglang_server_args' result (the same for every compute
+    capability it was resolved for); {} when it was not resolved."""
+    for _cc, entry in sorted(((resolved or {}).get(name) or {}).items()):
+        if isinstance(entry, dict) and isinstance(entry.get("nccl_environment"), dict):
+            return {str(k): str(v) for k, v in entry["nccl_environment"].items()}
+    return {}
+
+
 def device_sets(module):
-    """{(indices...): [services]} and the union of the GPUs used, sorted."""
+    """{((indices...), ((NCCL variable, value), ...)): [services]} and the union of the GPUs used, sorted."""
     gpus = sorted(module.params["gpus"])
     sets = {}
     for name, devices in sorted((module.params["services"] or {}).items()):
@@ -266,10 +295,11 @@ def device_sets(module):
         if unknown:
             module.fail_json(msg="service %s uses GPU %s, which this host does not have (GPUs %s)"
                              % (name, ",".join(str(d) for d in unknown), ",".join(str(g) for g in gpus)))
-        sets.setdefault(tuple(devices), []).append(name)
+        nccl = tuple(sorted(service_nccl_environment(module.params["resolved"], name).items()))
+        sets.setdefault((tuple(devices), nccl), []).append(name)
     if not sets:
-        sets[tuple(gpus)] = []
-    used = sorted(set(d for devices in sets for d in devices))
+        sets[(tuple(gpus), ())] = []
+    used = sorted(set(d for devices, _nccl in sets for d in devices))
     return sets, used
 
 
@@ -305,13 +335,14 @@ def flashinfer_probe(module, env, used, python):
     return result
 
 
-def nccl_probe(module, env, devices, services, python):
+def nccl_probe(module, env, devices, nccl, services, python):
     mode, timeout = module.params["nccl_p2p"], module.params["timeout"]
     size = module.params["allreduce_mib"] * 1024 * 1024
+    env = dict(env, **dict(nccl))
     with_p2p = dict(env)
     with_p2p.pop("NCCL_P2P_DISABLE", None)
     without_p2p = dict(env, NCCL_P2P_DISABLE="1")
-    entry = {"devices": list(devices), "services": services, "attempts": []}
+    entry = {"devices": list(devices), "services": services, "environment": dict(nccl), "attempts": []}
 
     def attempt(environment, disabled):
         answer = run_allreduce(python, devices, environment, timeout, size)
@@ -322,7 +353,7 @@ def nccl_probe(module, env, devices, services, python):
     if len(devices) < 2:
         answer = attempt(env, env.get("NCCL_P2P_DISABLE") == "1")
         entry.update(ok=answer["ok"], p2p=None, busbw_gbps=None, nccl=answer.get("nccl"), error=answer.get("error"),
-                     p2p_disable=False, tested=False)
+                     p2p_disable=False, tested=False, transports=answer.get("transports") or [])
     else:
         first = attempt(without_p2p if mode == "off" else with_p2p, mode == "off")
         second = None
@@ -333,7 +364,7 @@ def nccl_probe(module, env, devices, services, python):
         good = second if second and second["ok"] else first
         entry.update(ok=not failed, p2p=not disable, busbw_gbps=good.get("busbw_gbps") if not failed else None,
                      nccl=good.get("nccl"), message=message, error=None if not failed else message,
-                     p2p_disable=disable, tested=True)
+                     p2p_disable=disable, tested=True, transports=good.get("transports") or [] if not failed else [])
     entry["seconds"] = round(sum(a["seconds"] for a in entry["attempts"]), 1)
     return entry
 
@@ -344,15 +375,20 @@ def summarize(used, kernel, flashinfer, nccl, seconds, targets):
     ran = [str(g["index"]) for g in kernel.get("gpus", []) if g.get("ok")]
     parts.append("kernel %s ran on %s" % (" ".join(targets), ",".join(ran) or "none"))
     if flashinfer is not None:
-        loaded = " ".join(flashinfer.get("loaded") or []) or "modules"
-        parts.append("FlashInfer %s %s on %s" % (loaded, "loaded and sampled" if flashinfer.get("ok") else "FAILED", gpus))
+        if flashinfer.get("ok"):
+            only = flashinfer.get("loaded_only") or []
+            ran = " ".join(flashinfer.get("ran") or []) or "nothing"
+            parts.append("FlashInfer %s ran on %s%s" % (ran, gpus, " (loaded only: %s)" % " ".join(only) if only else ""))
+        else:
+            parts.append("FlashInfer %s FAILED on %s" % (" ".join(flashinfer.get("loaded") or []) or "modules", gpus))
     for entry in nccl:
         where = ",".join(str(d) for d in entry["devices"])
         if not entry["ok"]:
             parts.append("all-reduce %s FAILED" % where)
         elif entry["busbw_gbps"] is not None:
-            parts.append("all-reduce %s %s GB/s%s" % (where, entry["busbw_gbps"],
-                                                      " (NCCL_P2P_DISABLE=1)" if entry.get("p2p_disable") else ""))
+            parts.append("all-reduce %s %s GB/s%s%s" % (
+                where, entry["busbw_gbps"], " via " + "+".join(entry["transports"]) if entry.get("transports") else "",
+                " (NCCL_P2P_DISABLE=1)" if entry.get("p2p_disable") else ""))
         else:
             parts.append("NCCL on %s" % where)
     parts.append("%.1f s" % seconds)
@@ -372,6 +408,7 @@ def main():
             timeout=dict(type="int", default=300),
             allreduce_mib=dict(type="int", default=64),
             python=dict(type="path"),
+            resolved=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -395,7 +432,8 @@ def main():
     try:
         kernel = kernel_probe(module, env, used, workdir, flags)
         flashinfer = flashinfer_probe(module, env, used, python)
-        nccl = [nccl_probe(module, env, devices, services, python) for devices, services in sorted(sets.items())]
+        nccl = [nccl_probe(module, env, devices, variables, services, python)
+                for (devices, variables), services in sorted(sets.items())]
     except ProbeError as exc:
         module.fail_json(msg=str(exc))
     finally:

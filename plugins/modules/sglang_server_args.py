@@ -52,7 +52,7 @@ options:
   environments:
     description:
       - Service name -> environment variables the service runs with (the role passes those of its C(env)
-        settings named C(SGLANG_*), C(HF_HOME) and C(HF_HUB_CACHE); never secrets). Set while that service is
+        settings named C(SGLANG_*), C(NCCL_*), C(HF_HOME) and C(HF_HUB_CACHE); never secrets). Set while that service is
         resolved (SGLang reads some of its choices from C(SGLANG_*) variables), then removed. Never returned.
     type: dict
     default: {}
@@ -95,8 +95,16 @@ notes:
     for a GPU while resolving (C(SGLang <version> refuses sglang-<service> on compute capability
     <cc>: <SGLang's own message>)); a resolved backend the table says cannot run on a compute
     capability (C(sglang_services_<service>: SGLang <version> resolves <field> <backend> on compute
-    capability <cc> (chosen by <SGLang step>) ... Set <flag> to one of: ...)); a compute capability
+    capability <cc> (chosen by <SGLang step>) ... Set <flag> to one of: ...)); an C(NCCL_*) variable of
+    the service's environment that SGLang's launcher sets to another value for its arguments
+    (C(sglang_services_<service>: env NCCL_NVLS_ENABLE=0, but SGLang <version> sets NCCL_NVLS_ENABLE=1
+    when it starts with the service's arguments (--enable-nccl-nvls; ...))); a compute capability
     that is not C(M.m); anything else SGLang raises (C(unexpected <type>: <message>))."
+  - "Exact on a host with GPUs of the compute capability resolved. On a host without GPUs (a lab node, a
+    group checked from elsewhere) the few SGLang 0.5.23 steps that call a platform probe directly rather
+    than through C(get_platform()) (MegaMoE, DeepSeek-V4, Qwen3-VL specifics, the GPU memory heuristics)
+    see no GPU; the backends of attention, DSA, MoE runner and sampling come through C(get_platform())
+    and C(torch.cuda.get_device_capability) and are exact."
   - "Not a failure: a service whose model config is not on the host is returned in RV(unresolved)
     (the role warns); C(auto) values (e.g. C(moe_runner_backend: auto)) are decided when the model
     loads, after this resolution, and are not checked."
@@ -146,7 +154,10 @@ services:
 resolved:
   description:
     - Service name -> compute capability -> C(backends) (every C(*_backend) field SGLang resolved to
-      a value, as C(ServerArgs.resolved_dict()) gives it) and C(chosen_by) (field -> the SGLang
+      a value, as C(ServerArgs.resolved_dict()) gives it), C(nccl_environment) (the C(NCCL_*) variables the
+      server runs with - its environment, then what SGLang's launcher sets from the resolved arguments,
+      C(sglang/srt/entrypoints/engine.py) C(_set_envs_and_config); V(null) where SGLang has no such step)
+      and C(chosen_by) (field -> the SGLang
       resolution step that set it, from the record's declarations, e.g. C(SGLang's _attention_backend_default);
       C(the service's arguments) when the service set it; C(SGLang's default) otherwise).
   returned: when compute_capabilities and resolve are given (also when a resolved backend fails the task)
@@ -155,10 +166,14 @@ resolved:
     eagle3:
       "12.0":
         backends: {attention_backend: flashinfer, sampling_backend: flashinfer, moe_runner_backend: auto}
+        nccl_environment: {NCCL_CUMEM_ENABLE: "0", NCCL_NVLS_ENABLE: "0"}
         chosen_by: {attention_backend: "the service's arguments", sampling_backend: "SGLang's _sampling_backend_default",
                     moe_runner_backend: "SGLang's default"}
 unresolved:
-  description: Service name -> why it was not resolved (its model's config.json is not on the host).
+  description:
+    - Service name -> why it was not resolved - its model's config.json is not on the host (resolved again
+      once it is), or SGLang could not read a file it needs (a tokenizer, a chat template; then no stamp
+      is kept and the next run resolves again).
   returned: when compute_capabilities and resolve are given
   type: dict
   sample: {eagle3: "the model config /models/Qwen3-8B/config.json is not on this host"}
@@ -178,6 +193,7 @@ import argparse
 import contextlib
 import os
 import re
+import signal
 import sys
 
 from ansible.module_utils.basic import AnsibleModule
@@ -188,6 +204,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # Flags whose value is a model directory whose config.json SGLang reads while resolving.
 MODEL_FLAGS = ("model_path", "speculative_draft_model_path")
 _CC = re.compile(r"^([0-9]{1,2})\.([0-9])$")
+# A Hugging Face repository id (owner/name) among a service's arguments.
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class ArgsError(Exception):
@@ -237,8 +255,12 @@ def compute_capability(text):
 def parse(services, resolve=(), ccs=(), environments=None, support=None):
     """SGLang's parser on each service's arguments, then SGLang's resolution of those in `resolve`
     for each compute capability: {'sglang': version, 'services': {name: count}, 'resolved': ...}."""
+    ccs = [compute_capability(cc) for cc in ccs]
+    if resolve and ccs:
+        # huggingface_hub (imported with SGLang) reads these once, at import: set before it.
+        os.environ.update(OFFLINE)
     with builtin_intern():
-        return _parse(services, list(resolve), [compute_capability(cc) for cc in ccs], environments or {}, support or {})
+        return _parse(services, list(resolve), ccs, environments or {}, support or {})
 
 
 def _parse(services, resolve, ccs, environments, support):
@@ -284,82 +306,139 @@ def _parse(services, resolve, ccs, environments, support):
     return result
 
 
-def model_configs(namespace):
-    """The config.json files SGLang reads while resolving this service: (path, where) of each model
-    flag set; `where` is None when the file is on the host (a local directory, or the Hugging Face
-    cache for a repository id), else why not."""
+def hf_cache_dir(env):
+    """The Hugging Face hub cache of a service's environment, by huggingface_hub's own rule
+    (HF_HUB_CACHE, else HF_HOME/hub); None: huggingface_hub's default."""
+    if env.get("HF_HUB_CACHE"):
+        return str(env["HF_HUB_CACHE"])
+    return os.path.join(str(env["HF_HOME"]), "hub") if env.get("HF_HOME") else None
+
+
+def cached_config(model, env):
+    """The config.json of a repository id in the service's Hugging Face cache, or None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        found = try_to_load_from_cache(model, "config.json", cache_dir=hf_cache_dir(env))
+    except Exception:  # not a repository id huggingface_hub accepts, or no huggingface_hub
+        return None
+    return found if isinstance(found, str) else None
+
+
+def model_configs(namespace, env):
+    """The models SGLang reads while resolving this service: [(flag, config.json path, local model
+    directory or None, why not when None)]. A repository id is read from the service's Hugging Face
+    cache (its snapshot directory stands for it while resolving: nothing is downloaded)."""
     found = []
     for flag in MODEL_FLAGS:
         model = getattr(namespace, flag, None)
         if not model:
             continue
-        if os.path.isdir(model) or os.path.isabs(model):
+        if os.path.isabs(model) or os.path.isdir(model):
             path = os.path.join(model, "config.json")
-            found.append((path, None if os.path.isfile(path) else
-                          "the model config %s is not on this host" % path))
+            found.append((flag, path, model, None) if os.path.isfile(path) else
+                         (flag, path, None, "the model config %s is not on this host" % path))
             continue
-        try:
-            from huggingface_hub import try_to_load_from_cache
-            cached = try_to_load_from_cache(model, "config.json")
-        except Exception:  # not a repository id huggingface_hub accepts, or no huggingface_hub
-            cached = None
-        found.append((cached if isinstance(cached, str) else model, None if isinstance(cached, str) else
-                      "the config.json of %s is not in this host's Hugging Face cache" % model))
+        cached = cached_config(model, env)
+        found.append((flag, cached, os.path.dirname(cached), None) if cached else
+                     (flag, model, None, "the config.json of %s is not in the service user's Hugging Face cache "
+                                         "(%s)" % (model, hf_cache_dir(env) or "huggingface_hub's default")))
     return found
 
 
 @contextlib.contextmanager
 def sglang_on(cc):
-    """SGLang's view of a GPU of compute capability `cc` ((major, minor)), without one: its own
-    platform probes (sglang/srt/utils/common.py, e.g. is_sm120_supported: the CUDA version and the
-    device's SM major) asked with SGLang's CUDA check and SM answering for that GPU, installed with
-    SGLang's override_platform for every reader; and torch.cuda.get_device_capability, which SGLang
-    0.5.23's DeepSeek hooks read directly (arg_groups/overrides.py _dsa_split_backend_resolution)."""
+    """SGLang's view of a GPU of compute capability `cc` ((major, minor)) while resolving: its platform
+    facts from its own probes (sglang/srt/utils/common.py, e.g. is_sm120_supported: the CUDA version and
+    the device's SM major) asked with SGLang's CUDA check and SM answering for that GPU, installed with
+    SGLang's override_platform for every reader; its SM probe answering that GPU and the probes' caches
+    cleared, so the steps that call a probe directly ask again (on a host without GPUs their CUDA check
+    still says no: see the notes); and torch.cuda.get_device_capability, which SGLang 0.5.23's DeepSeek
+    hooks read directly (arg_groups/overrides.py _dsa_split_backend_resolution)."""
     import torch
     from sglang.srt import runtime_context
     from sglang.srt.utils import common
     major, minor = cc
     sm = major * 10 + minor
-    saved = common.is_cuda, common.get_device_sm
+    probes = [getattr(common, probe) for probe in runtime_context._PLATFORM_PROBES.values()]  # pylint: disable=protected-access
+
+    def clear():
+        for probe in probes:
+            getattr(probe, "cache_clear", lambda: None)()
+
+    real_cuda, real_sm = common.is_cuda, common.get_device_sm
+    facts = {}
     common.is_cuda, common.get_device_sm = (lambda: True), (lambda: sm)
     try:
-        facts = {}
         for fact, probe in runtime_context._PLATFORM_PROBES.items():  # pylint: disable=protected-access
             function = getattr(common, probe)
             facts[fact] = getattr(function, "__wrapped__", function)()  # the rule, not its cached answer
     finally:
-        common.is_cuda, common.get_device_sm = saved
+        common.is_cuda = real_cuda
     facts.update(device_sm=sm, device_capability=(major, minor))
     capability = torch.cuda.get_device_capability
     torch.cuda.get_device_capability = lambda device=None: (major, minor)
+    clear()
     try:
         with runtime_context.override_platform(**facts):
             yield
     finally:
+        common.get_device_sm = real_sm
         torch.cuda.get_device_capability = capability
+        clear()
 
 
 @contextlib.contextmanager
 def environment(variables):
     """os.environ with `variables` set, then exactly as it was (SGLang's resolution also sets some)."""
-    before = dict(os.environ)
-    os.environ.update({str(k): str(v) for k, v in variables.items()})
-    try:
+    with verified.given_environment():
+        os.environ.update({str(k): str(v) for k, v in variables.items()})
         yield
+
+
+def launch_environment(record):
+    """The NCCL variables the server runs with: SGLang's launcher sets some from the resolved
+    arguments before it starts its workers (sglang/srt/entrypoints/engine.py _set_envs_and_config:
+    NCCL_NVLS_ENABLE from --enable-nccl-nvls / --enable-symm-mem, NCCL_CUMEM_ENABLE, ...), over what the
+    environment says. Its own function, called here with its process-wide side effects (the SIGQUIT
+    handler, the open-files limit, a Prometheus directory) held back; None where it has none."""
+    try:
+        from sglang.srt.entrypoints import engine
+        setter = engine._set_envs_and_config  # pylint: disable=protected-access
+    except (ImportError, AttributeError):
+        return None
+    held = {name: getattr(engine, name) for name in ("set_ulimit", "set_prometheus_multiproc_dir") if hasattr(engine, name)}
+    handler = signal.getsignal(signal.SIGQUIT)
+    for name in held:
+        setattr(engine, name, lambda *args, **kwargs: None)
+    try:
+        setter(record)
     finally:
-        os.environ.clear()
-        os.environ.update(before)
+        for name, function in held.items():
+            setattr(engine, name, function)
+        signal.signal(signal.SIGQUIT, handler)
+    return {name: value for name, value in sorted(os.environ.items()) if name.startswith("NCCL_")}
 
 
-def resolve_one(ServerArgs, namespace, cc, env):
-    """One service on one GPU kind: ({field: value} of every resolved *_backend, {field: why})."""
+class Refused(Exception):
+    """SGLang's resolution refused the service on that GPU (its own message)."""
+
+
+def resolve_one(ServerArgs, namespace, cc, env, local):
+    """One service on one GPU kind: ({field: value} of every resolved *_backend, {field: why},
+    {NCCL variable: value} the server runs with, or None; the speculative algorithm). `local`:
+    {model flag: local directory} standing for a repository id. Refused: SGLang's own refusal."""
     explicit = namespace.bsg_explicit
     namespace = argparse.Namespace(**{dest: value for dest, value in vars(namespace).items() if dest != "bsg_explicit"})
+    namespace.__dict__.update(local)
     if getattr(namespace, "device", None) is None:
         namespace.device = "cuda"  # what SGLang's get_device() answers on an NVIDIA host
     record = ServerArgs.from_cli_args(namespace)
     with environment(dict(env, **OFFLINE)), sglang_on(cc):
-        record.resolve_once()
+        try:
+            record.resolve_once()
+        except (ValueError, AssertionError, NotImplementedError) as exc:
+            raise Refused(one_line(exc) or type(exc).__name__)
+        nccl = launch_environment(record)
     resolved = record.resolved_dict()
     steps = {}
     for step, values in getattr(record, "_resolved_overrides", None) or ():
@@ -372,39 +451,64 @@ def resolve_one(ServerArgs, namespace, cc, env):
         backends[field] = value
         chosen_by[field] = ("SGLang's %s" % steps[field] if field in steps
                             else "the service's arguments" if field in explicit else "SGLang's default")
-    return backends, chosen_by
+    return backends, chosen_by, nccl, resolved.get("speculative_algorithm")
+
+
+def nccl_problems(where, version, env, nccl, explicit):
+    """An NCCL variable the service's env sets that SGLang's launcher sets otherwise: the service
+    would not run with what its env file says (and the GPU validation would probe the other)."""
+    if nccl is None:
+        return []
+    flags = ", ".join("--" + dest.replace("_", "-") for dest in sorted(explicit)
+                      if "nccl" in dest or "symm_mem" in dest or "all_reduce" in dest) or "its defaults"
+    return ["%s: env %s=%s, but SGLang %s sets %s=%s when it starts with the service's arguments (%s; "
+            "sglang/srt/entrypoints/engine.py _set_envs_and_config): the server would not run with what its env "
+            "says. Remove the env setting or the flag" % (where, name, value, version, name, nccl.get(name, "(unset)"),
+                                                          flags)
+            for name, value in sorted(env.items())
+            if name.startswith("NCCL_") and nccl.get(name) != str(value)]
 
 
 def resolve_all(version, ServerArgs, namespaces, names, ccs, environments, support):
     resolved, unresolved, refusals = {}, {}, []
+    retry = False  # an unresolved service whose cause the stamp's fingerprint does not see
     for name in sorted(set(names)):
         if name not in namespaces:
             raise ArgsError("resolve: %s is not one of the services (%s)" % (name, ", ".join(sorted(namespaces))))
-        missing = [why for _path, why in model_configs(namespaces[name]) if why]
+        env = environments.get(name) or {}
+        models = model_configs(namespaces[name], env)
+        missing = [why for _flag, _path, _local, why in models if why]
         if missing:
             unresolved[name] = "; ".join(missing)
             continue
+        local = {flag: directory for flag, _path, directory, _why in models if directory != getattr(namespaces[name], flag)}
         for cc in ccs:
             label = "%d.%d" % cc
             try:
-                backends, chosen_by = resolve_one(ServerArgs, namespaces[name], cc, environments.get(name) or {})
-            except OSError as exc:  # a file SGLang could not read (the model's tokenizer or a remote file)
-                unresolved[name] = "SGLang could not read what it needs (%s: %s)" % (type(exc).__name__, one_line(exc))
-                break
-            except (ValueError, AssertionError, NotImplementedError, TypeError, KeyError) as exc:
-                refusals.append("SGLang %s refuses sglang-%s on compute capability %s: %s"
-                                % (version, name, label, one_line(exc) or type(exc).__name__))
+                backends, chosen_by, nccl, speculative = resolve_one(ServerArgs, namespaces[name], cc, env, local)
+            except Refused as exc:
+                refusals.append("SGLang %s refuses sglang-%s on compute capability %s: %s" % (version, name, label, exc))
                 continue
-            resolved.setdefault(name, {})[label] = {"backends": backends, "chosen_by": chosen_by}
-    problems = list(refusals)
+            except OSError as exc:  # a file SGLang could not read (a tokenizer, a chat template)
+                unresolved[name] = "SGLang could not read what it needs (%s: %s)" % (type(exc).__name__, one_line(exc))
+                resolved.pop(name, None)
+                retry = True
+                break
+            resolved.setdefault(name, {})[label] = {"backends": backends, "chosen_by": chosen_by, "nccl_environment": nccl,
+                                                    "speculative_algorithm": speculative}
+            refusals += nccl_problems("sglang_services_%s" % name, version, env, nccl, namespaces[name].bsg_explicit)
+    problems = list(dict.fromkeys(refusals))  # an NCCL contradiction is the same on every GPU kind
     for name, by_cc in sorted(resolved.items()):
         for label, entry in sorted(by_cc.items()):
             problems += gpu_compat.resolved_backend_problems(
                 "sglang_services_%s" % name, version, label, entry["backends"], entry["chosen_by"],
-                (support or {}).get(name) or {})
+                (support or {}).get(name) or {}, speculative=bool(entry["speculative_algorithm"]))
     if problems:
         raise ArgsError("; ".join(problems), {"resolved": resolved, "unresolved": unresolved})
-    return {"resolved": resolved, "unresolved": unresolved}
+    result = {"resolved": resolved, "unresolved": unresolved}
+    if retry:
+        result["retry"] = True
+    return result
 
 
 def main():
@@ -421,6 +525,9 @@ def main():
     )
     params = module.params
     services = params["services"]
+    if params["resolve"] and params["compute_capabilities"]:
+        # huggingface_hub reads these once, at import (the fingerprint below may import it first).
+        os.environ.update(OFFLINE)
     bad = sorted(name for name, args in services.items()
                  if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args))
     if bad:
@@ -428,12 +535,15 @@ def main():
                              "renders them from the service settings)" % ", ".join(bad))
 
     def inputs():
-        # The config.json of every directory a resolved service's arguments name (model, draft model):
-        # a model replaced at its path is resolved again.
+        # The config.json of every directory a resolved service's arguments name (model, draft model),
+        # and of every repository id in its Hugging Face cache: a model that arrives, or is replaced,
+        # is resolved again.
         configs = {}
         for name in params["resolve"] if params["compute_capabilities"] else ():
-            configs[name] = [(arg, verified.stat_line(os.path.join(arg, "config.json")))
-                             for arg in services.get(name) or [] if arg.startswith("/")]
+            env = params["environments"].get(name) or {}
+            configs[name] = [(arg, verified.stat_line(os.path.join(arg, "config.json") if arg.startswith("/")
+                                                      else cached_config(arg, env) or "/nonexistent"))
+                             for arg in services.get(name) or [] if arg.startswith("/") or _REPO_ID.match(arg)]
         return {"check": services, "resolve": params["resolve"], "compute_capabilities": params["compute_capabilities"],
                 "environments": params["environments"], "backend_support": params["backend_support"],
                 "model_configs": configs, "environment": verified.environment(), "venv": verified.venv_signature(),
@@ -445,6 +555,8 @@ def main():
             lambda: parse(services, params["resolve"], params["compute_capabilities"], params["environments"],
                           params["backend_support"]),
             check_mode=module.check_mode, warn=module.warn)
+        if result.pop("retry", False) and params["stamp"] and not module.check_mode:
+            verified.Stamp(params["stamp"]).remove()  # what was unreadable is tried again next run
     except ArgsError as exc:
         module.fail_json(msg=str(exc), **exc.result)
     except Exception as exc:  # one line for the operator, not a traceback

@@ -2,23 +2,24 @@
 # GPU test of the nvidia_gpu_validate module, run on a GPU machine (the `device` tool's H200s, cc 9.0,
 # target 9.0a; no network: wheels carried in .whl/, see README). As the non-root user `smoke`, with the
 # env file a unit would read, the module run as a plain script with an args file:
-#   1. pre-warms `sampling` (flashinfer_jit_cache), as the flashinfer role does before the validation;
-#   2. a good node: the kernel for 9.0a on every GPU, FlashInfer's sampling module loaded and a
-#      sampling call on every GPU, an NCCL all-reduce across all GPUs (bus bandwidth with 2+): passed;
+#   1. pre-warms `sampling`, `quantization` and `norm` (flashinfer_jit_cache), as the flashinfer role does;
+#   2. a good node: the kernel for 9.0a on every GPU, each pre-warmed FlashInfer module loaded and run
+#      once with a tiny call on every GPU, an NCCL all-reduce across all GPUs with the service's NCCL
+#      variables as sglang_server_args resolves them (bus bandwidth and transports with 2+): passed;
 #   3. planted: target 10.0a, which an H200 cannot run: failed, naming the GPU and
 #      cudaErrorNoKernelImageForDevice;
 #   4. planted: NCCL bootstrap pointed at a network interface that does not exist
 #      (NCCL_SOCKET_IFNAME=bsg-none0): the all-reduce fails (retried without P2P on 2+ GPUs), the
 #      module fails naming NCCL's error;
 #   5. check mode: skipped, nothing run;
-#   6. a FlashInfer module that was not pre-warmed (norm): failed, the validation compiles nothing.
+#   6. a FlashInfer module that was not pre-warmed (topk): failed, the validation compiles nothing.
 # Writes each result to $OUT/validate_<case>.json and prints a PASS/FAIL line per expectation.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 nvidia-smi --query-gpu=index,name,compute_cap,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 gpus="$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)"
-printf '{"ANSIBLE_MODULE_ARGS": {"modules": ["sampling"], "env_file": "%s", "expected_archs": ["%s"], "jobs": %s}}\n' \
+printf '{"ANSIBLE_MODULE_ARGS": {"modules": ["sampling", "quantization", "norm"], "env_file": "%s", "expected_archs": ["%s"], "jobs": %s}}\n' \
   "$ENV_FILE" "$ARCH" "$(nproc)" > /tmp/validate-prewarm.json
 chmod a+r /tmp/validate-prewarm.json
 start=$(date +%s.%N)
@@ -41,11 +42,13 @@ run_case() {  # name, targets (JSON list), extra env assignments..., then -- and
   echo "case $name ($(awk -v s="$begin" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}') s wall): $(cut -c1-1500 "$OUT/validate_$name.json")"
 }
 
-run_case good '["9.0a"]'
+# The NCCL variables the service runs with, as sglang_server_args returns them (SGLang's launcher's).
+RESOLVED='"resolved": {"eagle3": {"9.0": {"nccl_environment": {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}}}}'
+run_case good '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "quantization", "norm"], '"$RESOLVED"
 run_case target '["10.0a"]'
 run_case nccl '["9.0a"]' NCCL_SOCKET_IFNAME=bsg-none0
 run_case check '["9.0a"]' -- ', "_ansible_check_mode": true'
-run_case notwarm '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "norm"]'
+run_case notwarm '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "topk"]'
 
 python3 - "$OUT" <<'PY'
 import json, sys
@@ -57,18 +60,23 @@ checks = {
     "good node passed": good.get("status") == "passed" and not good.get("failed"),
     "kernel ran on every GPU (driver/runtime API %s/%s)" % (good["kernel"]["gpus"][0].get("driver_api"), good["kernel"]["gpus"][0].get("runtime_api")):
         kernel_ok and all(kernel_ok),
-    "FlashInfer sampling loaded and sampled on every GPU": good["flashinfer"]["ok"] and all(g["sampled"] for g in good["flashinfer"]["gpus"]),
+    "FlashInfer sampling, quantization and norm each ran on every GPU": good["flashinfer"]["ok"]
+        and good["flashinfer"]["ran"] == ["sampling", "quantization", "norm"] and not good["flashinfer"]["loaded_only"]
+        and all(g["ran"] == ["sampling", "quantization", "norm"] for g in good["flashinfer"]["gpus"]),
+    "the all-reduce ran with the service's NCCL variables": good["nccl"][0].get("environment") == {
+        "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"} and isinstance(good["nccl"][0].get("transports"), list),
     "NCCL all-reduce passed (%s GB/s, NCCL %s)" % (good["nccl"][0].get("busbw_gbps"), good["nccl"][0].get("nccl")): good["nccl"][0]["ok"],
     "target 10.0a failed naming the GPU and cudaErrorNoKernelImageForDevice":
         target.get("failed") and "kernel on GPU 0 (targets 10.0a): cudaErrorNoKernelImageForDevice" in target.get("msg", ""),
     "forced NCCL failure failed naming NCCL's error": nccl.get("failed") and "NCCL all-reduce on GPUs" in nccl.get("msg", ""),
     "the kernel and FlashInfer still passed in the NCCL case": all(g["ok"] for g in nccl["kernel"]["gpus"]) and nccl["flashinfer"]["ok"],
     "check mode skipped": check.get("status") == "skipped" and check.get("reason", "").startswith("check mode"),
-    "a module not pre-warmed (norm) failed, nothing compiled": notwarm.get("failed") and "JIT module norm is not pre-warmed" in notwarm.get("msg", ""),
+    "a module not pre-warmed (topk) failed, nothing compiled": notwarm.get("failed") and "JIT module topk is not pre-warmed" in notwarm.get("msg", ""),
 }
 for name, ok in checks.items():
     print(("PASS " if ok else "FAIL ") + name)
 print("summary (good): " + good.get("summary", ""))
+print("nccl (good): " + json.dumps({k: good["nccl"][0].get(k) for k in ("devices", "environment", "transports", "ok")}))
 print("msg (target): " + target.get("msg", ""))
 print("msg (nccl): " + nccl.get("msg", ""))
 print("msg (notwarm): " + notwarm.get("msg", ""))

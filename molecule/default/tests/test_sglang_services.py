@@ -218,6 +218,9 @@ def test_sglang_resolves_the_backends_it_picks_and_a_pro6000_refuses_sm100_only_
     assert result["resolved"]["fixed"]["12.0"]["chosen_by"]["dsa_decode_backend"] == "the service's arguments"
     assert result["resolved"]["dsa"]["10.3"]["backends"]["moe_runner_backend"] == "flashinfer_trtllm"
     assert result["unresolved"] == {"later": "the model config /models/none/config.json is not on this host"}
+    # The NCCL variables the server would run with: SGLang's launcher step (engine.py
+    # _set_envs_and_config) turns NVLink SHARP and cuMem off unless a flag asks for them.
+    assert result["resolved"]["qwen"]["12.0"]["nccl_environment"] == {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}
 
 
 def test_prewarm_check_fails_clearly_with_wrong_targets(host):
@@ -261,8 +264,11 @@ BAD = [
      "EAGLE-3 takes all three of speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens "
      "or none; speculative_num_steps set, speculative_eagle_topk, speculative_num_draft_tokens missing"),
     ({"sglang_services_dflash": {"dflash_block_size": 16}}, "sglang_services_dflash: DFlash needs draft_model_path"),
-    ({"sglang_services_dflash": {"draft_model_path": "/models/d", "enable_dp_attention": True}},
-     "DFlash does not work with DP attention"),
+    # A DFlash service with prefill/decode disaggregation: SGLang's parser and resolution accept it
+    # (sglang#36140); refused before its unit is rewritten or enabled.
+    ({"sglang_services_active": "dflash",
+      "sglang_services_dflash": {"draft_model_path": "/models/d", "extra_args": {"disaggregation-mode": "prefill"}}},
+     "DFlash speculative decoding with prefill/decode disaggregation (extra_args disaggregation-mode prefill)"),
     ({"sglang_services_dflash": {"draft_model_path": "/models/d", "pp_size": 2}},
      "DFlash does not work with pipeline parallelism; pp_size is 2, must be 1"),
     ({"sglang_services_common": {"model_path": "/models/x", "port": 70000}}, "port 70000 is out of range (1-65535)"),

@@ -68,8 +68,23 @@ DEVICES_HINT = ' (use e.g. [0, 1, 2, 3] or "0,1,2,3")'
     ({"eagle3": {"speculative_eagle_topk": "x"}}, "", [E + "speculative_eagle_topk must be an integer >= 1, got 'x'"]),
     ({"dflash": {"draft_model_path": ""}}, "", [D + "DFlash needs draft_model_path (the draft model)"]),
     ({"eagle3": {"draft_model_path": None}}, "", [E + "EAGLE-3 needs draft_model_path (the draft model)"]),
-    ({"dflash": {"enable_dp_attention": True}}, "", [D + "DFlash does not work with DP attention; set enable_dp_attention: false"]),
-    ({"dflash": {"pp_size": 2}}, "", [D + "DFlash does not work with pipeline parallelism; pp_size is 2, must be 1"]),
+    ({"dflash": {"enable_dp_attention": True}}, "", [
+        D + "DFlash with DP attention needs extra_args enable-dp-lm-head: true (SGLang: 'DFLASH with dp attention requires "
+        "--enable-dp-lm-head'), or enable_dp_attention: false"]),
+    ({"dflash": {"enable_dp_attention": True, "extra_args": {"enable_dp_lm_head": True}}}, "", []),
+    ({"dflash": {"pp_size": 2}}, "", [
+        D + "DFlash does not work with pipeline parallelism; pp_size is 2, must be 1 (SGLang: 'Currently DFLASH "
+        "speculative decoding only supports pp_size == 1')"]),
+    ({"dflash": {"extra_args": {"disaggregation-mode": "prefill"}}}, "", [
+        D + "DFlash speculative decoding with prefill/decode disaggregation (extra_args disaggregation-mode prefill): "
+        "SGLang accepts the flags, but the DFlash draft's state is not carried from the prefill to the decode server "
+        "(sglang#36140); run DFlash without disaggregation"]),
+    ({"dflash": {"extra_args": {"--disaggregation_mode": "decode"}}}, "", [
+        D + "DFlash speculative decoding with prefill/decode disaggregation (extra_args disaggregation-mode decode): "
+        "SGLang accepts the flags, but the DFlash draft's state is not carried from the prefill to the decode server "
+        "(sglang#36140); run DFlash without disaggregation"]),
+    ({"dflash": {"extra_args": {"disaggregation-mode": "null"}}}, "", []),
+    ({"eagle3": {"extra_args": {"disaggregation-mode": "prefill"}}}, "", []),
     ({"dflash": {"dflash_block_size": 0}}, "", [D + "dflash_block_size must be an integer >= 1, got 0"]),
     ({"autoregressive": {"port": 0}}, "", [A + "port 0 is out of range (1-65535)"]),
     ({"autoregressive": {"port": 65536}}, "", [A + "port 65536 is out of range (1-65535)"]),
@@ -105,7 +120,8 @@ DEVICES_HINT = ' (use e.g. [0, 1, 2, 3] or "0,1,2,3")'
     ({"autoregressive": {"enable_dp_attention": "maybe"}}, "", [
         A + "enable_dp_attention: 'maybe' is not a boolean (use true or false)"]),
     ({"dflash": {"enable_dp_attention": "true"}}, "", [
-        "sglang_services_dflash: DFlash does not work with DP attention; set enable_dp_attention: false"]),
+        "sglang_services_dflash: DFlash with DP attention needs extra_args enable-dp-lm-head: true (SGLang: 'DFLASH with "
+        "dp attention requires --enable-dp-lm-head'), or enable_dp_attention: false"]),
     ({"autoregressive": {"cuda_visible_devices": "0,x"}}, "", [A + "cuda_visible_devices: 'x' is not a GPU index" + DEVICES_HINT]),
     ({"autoregressive": {"cuda_visible_devices": [1, 1]}}, "", [A + "cuda_visible_devices: [1, 1] names a GPU twice" + DEVICES_HINT]),
     ({"autoregressive": {"cuda_visible_devices": [True]}}, "", [A + "cuda_visible_devices: True is not a GPU index" + DEVICES_HINT]),
@@ -271,6 +287,7 @@ def test_the_filters_the_role_calls_are_these_functions():
         "sglang_services_port_problems": f.sglang_services_port_problems,
         "sglang_services_input_problems": f.sglang_services_input_problems,
         "sglang_services_gpu_problems": f.sglang_services_gpu_problems,
+        "sglang_services_custom_all_reduce": f.sglang_services_custom_all_reduce,
     }
 
 

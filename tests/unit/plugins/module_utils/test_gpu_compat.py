@@ -415,9 +415,6 @@ def test_what_sglang_resolves_elsewhere_runs_there(model, cc):
     # FlashMLA sparse prefill and FA3 decode; Qwen3: flashinfer on sm120, trtllm_mha on B300, fa3 on H200.
     backends, chosen_by = resolved(model, cc)
     assert gpu_compat.resolved_backend_problems("s", "0.5.23", cc, backends, chosen_by) == []
-    assert backends["attention_backend"] == {("deepseek-v3.2", "10.3"): "dsa", ("deepseek-v3.2", "9.0"): "dsa",
-                                             ("qwen3-8b", "12.0"): "flashinfer", ("qwen3-8b", "10.3"): "trtllm_mha",
-                                             ("qwen3-8b", "9.0"): "fa3"}[(model, cc)]
 
 
 def test_a_b300_resolution_moved_to_rtx_pro_6000_names_each_backend_and_its_fix():
@@ -429,6 +426,11 @@ def test_a_b300_resolution_moved_to_rtx_pro_6000_names_each_backend_and_its_fix(
         "w: SGLang 0.5.23 resolves dsa_prefill_backend trtllm on compute capability 12.0",
         "w: SGLang 0.5.23 resolves moe_runner_backend flashinfer_trtllm on compute capability 12.0",
         "w: SGLang 0.5.23 resolves speculative_moe_runner_backend flashinfer_trtllm on compute capability 12.0"]
+    # SGLang copies the target's MoE runner into the speculative field of every service: it counts only
+    # for a service with speculative decoding.
+    assert backends["speculative_moe_runner_backend"] == "flashinfer_trtllm"
+    without = gpu_compat.resolved_backend_problems("w", "0.5.23", "12.0", backends, chosen_by, speculative=False)
+    assert without == problems[:3]
     assert problems[2].endswith("Set extra_args moe-runner-backend to one of: triton")
     assert "(chosen by SGLang's " in problems[2]
 
@@ -468,3 +470,41 @@ def test_a_hosts_compute_capabilities_are_its_gpus_else_its_groups_archs():
     assert gpu_compat.host_compute_capabilities({"present": False}, ["12.0f", "10.3a", "9.0"]) == (
         ["10.3", "12.0", "9.0"], "sglang_node_gpu_archs")
     assert gpu_compat.host_compute_capabilities(None, None) == ([], "sglang_node_gpu_archs")
+
+
+# ---- SGLang's custom all-reduce, decided from the topology -------------------------------------
+
+def topology(name):
+    from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import parse_topology
+    with open(os.path.join(GPU, name, "topo.txt"), encoding="utf-8") as handle:
+        return {str(gpu): {str(peer): link for peer, link in peers.items()} for gpu, peers in parse_topology(handle.read()).items()}
+
+
+def test_two_rtx_pro_6000_on_the_host_bridge_get_no_custom_all_reduce():
+    # The public PHB pair (rtx6kpro#15/#21): disabled, naming the link and the report.
+    disable, why = gpu_compat.custom_all_reduce([0, 1], topology("rtx-pro-6000-x2-phb"), p2p_disabled=False)
+    assert disable is True
+    assert why == ("GPUs 0,1 reach each other through the host bridge (PHB): a custom PCIe all-reduce there never "
+                   "completes while NCCL works (local-inference-lab/rtx6kpro#21, 2x RTX PRO 6000 on PHB)")
+
+
+def test_nvlink_keeps_sglangs_custom_all_reduce():
+    assert gpu_compat.custom_all_reduce([0, 1], topology("h200-x2"), p2p_disabled=False) == (
+        False, "NVLink joins its GPUs: SGLang's custom all-reduce runs over NVLink")
+
+
+@pytest.mark.parametrize("devices, links, p2p_disabled, mode, disable, needle", [
+    ([0, 1], {"0": {"1": "PIX"}}, False, "auto", False, "share a PCIe switch (PIX): SGLang's custom all-reduce"),
+    ([0, 1], {"0": {"1": "PXB"}}, True, "auto", True, "run NCCL with NCCL_P2P_DISABLE=1"),
+    ([0, 1], {"0": {"1": "SYS"}}, False, "auto", True, "through the host bridge (SYS)"),
+    ([0, 1], {"0": {"1": "NODE"}}, False, "auto", True, "through the host bridge (NODE)"),
+    ([0, 1, 2, 3], {"0": {"1": "PIX", "2": "PHB", "3": "PHB"}, "1": {"2": "PHB", "3": "PHB"}, "2": {"3": "PIX"}}, True,
+     "auto", False, "more than two GPUs over PCIe: SGLang turns its custom all-reduce off itself"),
+    ([0, 1], {}, False, "auto", False, "topology is not known"),
+    ([0], {}, False, "off", False, "one GPU"),
+    ([0, 1], {"0": {"1": "NV18"}}, False, "off", True, "sglang_services_custom_all_reduce is off"),
+    ([0, 1], {"0": {"1": "PHB"}}, True, "on", False, "sglang_services_custom_all_reduce is on: SGLang decides"),
+])
+def test_the_custom_all_reduce_rule(devices, links, p2p_disabled, mode, disable, needle):
+    result = gpu_compat.custom_all_reduce(devices, links, p2p_disabled, mode)
+    assert result[0] is disable and needle in result[1], result

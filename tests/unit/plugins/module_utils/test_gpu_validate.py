@@ -103,7 +103,8 @@ def test_each_rank_gets_the_rendezvous_and_the_sizes(worker):
                    "LOCAL_RANK": "0", "BSG_ALLREDUCE_BYTES": "1048576", "BSG_ALLREDUCE_ITERS": "20",
                    "BSG_ALLREDUCE_TIMEOUT": "10"}
     assert result["ok"] is True and round(result["seconds"], 1) == result["seconds"] < 10
-    assert sorted(result) == ["env", "ok", "seconds"] and isinstance(result["seconds"], float)
+    assert sorted(result) == ["env", "ok", "seconds", "transports"] and isinstance(result["seconds"], float)
+    assert result["transports"] == []  # no NCCL log from this worker
     assert gpu_validate.run_allreduce(worker, [0], {}, 0.5, 1)["env"]["BSG_ALLREDUCE_TIMEOUT"] == "1"
 
 

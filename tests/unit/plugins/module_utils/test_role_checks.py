@@ -3,6 +3,8 @@ variables by name, one sentence per problem naming the variable to fix. The sent
 preflights spelled in Jinja before (molecule/b300/tests/test_preflight.py and
 tests/unit/playbooks/test_gateway_preflight.py check them on a node)."""
 
+import os
+
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.filter import cuda, flashinfer, preflight, rollout, sglang_services
@@ -332,3 +334,59 @@ def test_flashinfer(change, problems):
 ])
 def test_kernel_cache(change, problems):
     assert rc.kernel_cache_problems(dict(KERNEL_CACHE, **change)) == problems
+
+
+# ---- SGLang's custom all-reduce per active service ----------------------------------------------
+PRO_PAIR = {"present": True, "count": 2, "compute_capabilities": ["12.0"], "gpus": [{"index": 0}, {"index": 1}],
+            "topology": {"0": {"1": "PHB"}, "1": {"0": "PHB"}}}
+PIX_PAIR = dict(PRO_PAIR, topology={"0": {"1": "PIX"}, "1": {"0": "PIX"}})
+ALL_REDUCE = {"sglang_services_active": "eagle3", "sglang_node_gpus": PRO_PAIR, "p2p_off": [],
+              "sglang_services_custom_all_reduce": "auto"}
+
+
+def test_custom_all_reduce_per_service_from_the_topology_and_the_p2p_decision():
+    decide = sglang_services.FilterModule().filters()["sglang_services_custom_all_reduce"]
+    assert decide is rc.sglang_services_custom_all_reduce
+    settings = {"eagle3": dict(SETTINGS["eagle3"]), "dflash": dict(SETTINGS["eagle3"], cuda_visible_devices=[1])}
+    decided = decide(settings, ALL_REDUCE)
+    assert list(decided) == ["eagle3"]
+    decision = decided["eagle3"]
+    assert (decision["disable"], decision["add_flag"]) == (True, True)
+    assert "through the host bridge (PHB)" in decision["why"]
+    # Behind a PCIe switch: SGLang's own; with NCCL's P2P off on those GPUs: disabled.
+    assert decide(settings, dict(ALL_REDUCE, sglang_node_gpus=PIX_PAIR))["eagle3"]["disable"] is False
+    assert decide(settings, dict(ALL_REDUCE, sglang_node_gpus=PIX_PAIR, p2p_off=["eagle3"]))["eagle3"]["add_flag"] is True
+    # The service's own flag: disabled, not added twice; one GPU: nothing; no GPUs on the host: nothing.
+    own = {"eagle3": dict(SETTINGS["eagle3"], extra_args={"disable_custom_all_reduce": "yes"})}
+    assert decide(own, dict(ALL_REDUCE, sglang_node_gpus=PIX_PAIR))["eagle3"] == {
+        "disable": True, "why": "extra_args disable-custom-all-reduce", "add_flag": False}
+    assert decide(settings, dict(ALL_REDUCE, sglang_services_active="dflash"))["dflash"]["disable"] is False
+    assert decide(settings, dict(ALL_REDUCE, sglang_node_gpus=NO_GPUS)) == {}
+
+
+def test_custom_all_reduce_settings_that_contradict_each_other_are_refused():
+    own = {"eagle3": dict(SETTINGS["eagle3"], extra_args={"disable-custom-all-reduce": True})}
+    assert rc.sglang_services_gpu_problems(own, dict(SERVICES_GPU, sglang_services_custom_all_reduce="on")) == [
+        "sglang_services_custom_all_reduce is on, but sglang_services_eagle3 extra_args disable-custom-all-reduce turns "
+        "SGLang's custom all-reduce off: remove one of the two"]
+    assert rc.sglang_services_gpu_problems(own, dict(SERVICES_GPU, sglang_services_custom_all_reduce="off")) == []
+    assert rc.sglang_services_gpu_problems(SETTINGS, dict(SERVICES_GPU, sglang_services_custom_all_reduce=True)) == [
+        "sglang_services_custom_all_reduce must be one of auto, on, off, got true"]
+
+
+def test_custom_all_reduce_on_an_eight_gpu_rtx_pro_6000_server():
+    # tests/unit/plugins/fixtures/nvidia_smi/rtx_pro_6000_x8.topo.txt: pairs behind a PCIe switch (PIX),
+    # pairs of one socket through its host bridges (NODE), across sockets (SYS).
+    from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import parse_topology
+    here = os.path.dirname(os.path.dirname(__file__))
+    with open(os.path.join(here, "fixtures", "nvidia_smi", "rtx_pro_6000_x8.topo.txt"), encoding="utf-8") as handle:
+        matrix = parse_topology(handle.read())
+    gpus = {"present": True, "gpus": [{"index": i} for i in range(8)],
+            "topology": {str(g): {str(p): link for p, link in peers.items()} for g, peers in matrix.items()}}
+    settings = {"eagle3": {"cuda_visible_devices": []}, "dflash": {"cuda_visible_devices": [0, 1]},
+                "autoregressive": {"cuda_visible_devices": [1, 2]}}
+    decided = rc.sglang_services_custom_all_reduce(settings, dict(ALL_REDUCE, sglang_services_active=[
+        "eagle3", "dflash", "autoregressive"], sglang_node_gpus=gpus))
+    assert {name: d["disable"] for name, d in decided.items()} == {"eagle3": False, "dflash": False, "autoregressive": True}
+    assert "more than two GPUs over PCIe: SGLang turns its custom all-reduce off itself" in decided["eagle3"]["why"]
+    assert "through the host bridge (NODE)" in decided["autoregressive"]["why"]

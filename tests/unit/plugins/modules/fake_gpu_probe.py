@@ -2,7 +2,8 @@
 tests: CI has no GPU. Called as `python -c PROBE [args]`, it answers as the real probe would, from
 FAKE_* variables the test puts in the probes' environment:
   FAKE_FLASHINFER=ok|fail|crash (crash: dies without an answer), FAKE_P2P=ok|fail|hang (the all-reduce with P2P allowed),
-  FAKE_NO_P2P=ok|fail (with NCCL_P2P_DISABLE=1). Each call is logged to FAKE_LOG as one JSON line.
+  FAKE_NO_P2P=ok|fail (with NCCL_P2P_DISABLE=1), FAKE_LOADED_ONLY=module,... (modules the probe has no
+  call for). Each call is logged to FAKE_LOG as one JSON line.
 """
 
 import json
@@ -26,6 +27,14 @@ if "init_process_group" in code:
     if outcome == "fail" and world > 1:
         print(json.dumps({"ok": False, "error": "DistBackendError: NCCL error: unhandled cuda error"}))
         sys.exit(1)
+    if world > 1 and env.get("NCCL_DEBUG") == "INFO":
+        # NCCL's INFO lines for the channels of a two-GPU ring (the format of public logs, NVIDIA/nccl#1189):
+        # P2P between the GPUs, through host shared memory with NCCL_P2P_DISABLE=1.
+        via = "SHM/direct/direct" if env.get("NCCL_P2P_DISABLE") == "1" else "P2P/CUMEM/read"
+        for channel in range(2):
+            sys.stderr.write("node:1:2 [%s] NCCL INFO Channel %02d/0 : 0[0] -> 1[1] via %s\n" % (env["RANK"], channel, via))
+        if env.get("NCCL_NVLS_ENABLE") == "1":
+            sys.stderr.write("node:1:2 [%s] NCCL INFO Connected NVLS tree\n" % env["RANK"])
     print(json.dumps({"ok": True, "rank": int(env["RANK"]), "world": world, "nccl": "2.28.9",
                       "busbw_gbps": 21.5 if world > 1 else None}))
 else:
@@ -37,5 +46,9 @@ else:
         print(json.dumps({"ok": False, "loaded": [], "gpus": [],
                           "error": "RuntimeError: JIT module sampling is not pre-warmed"}))
         sys.exit(1)
-    print(json.dumps({"ok": True, "loaded": json.loads(sys.argv[3]),
-                      "gpus": [{"device": i, "name": "NVIDIA H200", "sampled": True} for i in range(len(devices))]}))
+    modules = json.loads(sys.argv[3])
+    only = [name for name in modules if name in env.get("FAKE_LOADED_ONLY", "").split(",")]
+    ran = [name for name in modules if name not in only]
+    print(json.dumps({"ok": True, "loaded": modules, "ran": ran, "loaded_only": only,
+                      "gpus": [{"device": i, "name": "NVIDIA H200", "ran": ran, "sampled": "sampling" in ran}
+                               for i in range(len(devices))]}))

@@ -62,6 +62,9 @@ def test_rtx_pro_6000_host(tmp_path, capsys):
     assert result["compute_capabilities"] == ["12.0"]
     assert result["driver_version"] == "580.95.05"
     assert result["interconnect"] == "pcie"
+    # Each pair's link, for the custom all-reduce rule: a PCIe switch per pair, the host bridge across.
+    assert result["topology"]["0"] == {"1": "PIX", "2": "NODE", "3": "NODE", "4": "SYS", "5": "SYS", "6": "SYS", "7": "SYS"}
+    assert sorted(result["topology"]) == [str(i) for i in range(8)] and result["topology"]["7"]["6"] == "PIX"
     assert result["error"] is None
     assert result["gpus"][0] == {
         "index": 0,
@@ -101,7 +104,7 @@ def test_single_gpu_skips_topology(tmp_path, capsys, name, cc, memory, driver):
     assert result["compute_capabilities"] == [cc]
     assert result["gpus"][0]["memory_mib"] == memory
     assert result["driver_version"] == driver
-    assert result["interconnect"] == "none"
+    assert (result["interconnect"], result["topology"]) == ("none", {})
     assert len(smi.calls) == 1 and not smi.calls[0].startswith("topo")
 
 
@@ -307,7 +310,7 @@ def test_two_gpus_of_two_generations_read_the_topology_and_sort_by_version(tmp_p
 def test_a_topology_that_cannot_be_read_is_one_warning(tmp_path, capsys, topo, topo_rc, warning):
     smi = FakeNvidiaSmi(tmp_path, "b300_x8.query.txt", topo=topo, topo_rc=topo_rc)
     result = run_module(capsys, {"nvidia_smi_path": str(smi.path)})
-    assert (result["interconnect"], warnings_of(result)) == ("unknown", [warning])
+    assert (result["interconnect"], result["topology"], warnings_of(result)) == ("unknown", {}, [warning])
 
 
 def test_a_topology_command_that_cannot_start_is_one_warning(tmp_path, capsys, monkeypatch):

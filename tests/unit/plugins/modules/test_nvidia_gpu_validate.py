@@ -205,8 +205,8 @@ def test_a_good_node_s_result_in_full(tmp_path, capsys, monkeypatch):
         "changed", "status", "reason", "seconds", "kernel", "flashinfer", "nccl", "nccl_p2p_disable_services",
         "nccl_p2p_tested", "summary"}
     assert (result["status"], result["reason"], warnings_of(result)) == ("passed", None, [])
-    assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling loaded and sampled on 0,1; "
-                                 "all-reduce 0,1 21.5 GB/s; %.1f s" % seconds)
+    assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling ran on 0,1; "
+                                 "all-reduce 0,1 21.5 GB/s via P2P/CUMEM; %.1f s" % seconds)
     # The kernel is built in a scratch dir of its own, removed afterwards.
     [build] = node.nvcc_log.read_text().splitlines()
     workdir = os.path.dirname(build.split()[build.split().index("-o") + 1])
@@ -227,18 +227,18 @@ def test_a_p2p_retry_warns_naming_the_gpus_and_all_services(tmp_path, capsys, mo
         "GPUs 0,1 (all): NCCL all-reduce failed with P2P (DistBackendError: NCCL error: unhandled cuda error) and "
         "passed with NCCL_P2P_DISABLE=1, which is now in the service's environment: traffic goes through host "
         "memory, slower. Check the IOMMU (passthrough) and PCIe ACS settings"]
-    assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling loaded and sampled on 0,1; "
-                                 "all-reduce 0,1 21.5 GB/s (NCCL_P2P_DISABLE=1); %.1f s" % result["seconds"])
+    assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling ran on 0,1; "
+                                 "all-reduce 0,1 21.5 GB/s via SHM/direct (NCCL_P2P_DISABLE=1); %.1f s" % result["seconds"])
     # Off by the operator's choice: no warning, the figure still says how it ran.
     result = run(capsys, node.args(nccl_p2p="off"))
-    assert warnings_of(result) == [] and "all-reduce 0,1 21.5 GB/s (NCCL_P2P_DISABLE=1); " in result["summary"]
+    assert warnings_of(result) == [] and "all-reduce 0,1 21.5 GB/s via SHM/direct (NCCL_P2P_DISABLE=1); " in result["summary"]
 
 
 @pytest.mark.parametrize("fake, over, msg, summary", [
     ({"kernel_fail": "1"}, {"targets": ["10.0a"]},
      "GPU validation failed: kernel on GPU 1 (targets 10.0a): cudaErrorNoKernelImageForDevice: no kernel image is "
      "available for execution on the device",
-     "2 GPU(s); kernel 10.0a ran on 0; FlashInfer sampling loaded and sampled on 0,1; all-reduce 0,1 21.5 GB/s"),
+     "2 GPU(s); kernel 10.0a ran on 0; FlashInfer sampling ran on 0,1; all-reduce 0,1 21.5 GB/s via P2P/CUMEM"),
     ({"flashinfer": "fail", "p2p": "fail", "no_p2p": "fail"}, {"targets": ["9.0a", "10.0a"]},
      "GPU validation failed: FlashInfer: RuntimeError: JIT module sampling is not pre-warmed; NCCL all-reduce on GPUs "
      "0,1: NCCL all-reduce failed with P2P (DistBackendError: NCCL error: unhandled cuda error) and with "
@@ -247,7 +247,7 @@ def test_a_p2p_retry_warns_naming_the_gpus_and_all_services(tmp_path, capsys, mo
     ({"nvcc_fail": "1"}, {},
      "GPU validation failed: kernel: nvcc could not build the kernel for 9.0a: exit status 1: nvcc fatal   : "
      "Unsupported gpu architecture 'compute_999'",
-     "2 GPU(s); kernel 9.0a ran on none; FlashInfer sampling loaded and sampled on 0,1; all-reduce 0,1 21.5 GB/s"),
+     "2 GPU(s); kernel 9.0a ran on none; FlashInfer sampling ran on 0,1; all-reduce 0,1 21.5 GB/s via P2P/CUMEM"),
 ])
 def test_a_failed_validation_in_full(tmp_path, capsys, monkeypatch, fake, over, msg, summary):
     node = Node(tmp_path, monkeypatch, **fake)
@@ -306,7 +306,8 @@ def test_the_probes_results_in_full(tmp_path, capsys, monkeypatch):
     assert attempt == {"p2p_disabled": False, "ok": True, "error": None, "seconds": attempt["seconds"]}
     assert nccl == {"devices": [0, 1], "services": ["eagle3"], "attempts": [attempt], "ok": True, "p2p": True,
                     "busbw_gbps": 21.5, "nccl": "2.28.9", "message": "NCCL all-reduce passed with P2P", "error": None,
-                    "p2p_disable": False, "tested": True, "seconds": round(attempt["seconds"], 1)}
+                    "p2p_disable": False, "tested": True, "seconds": round(attempt["seconds"], 1),
+                    "environment": {}, "transports": ["P2P/CUMEM"]}
     probes = node.probes()
     assert {p["devices"] for p in probes} == {"0,1"}
     assert {p["bytes"] for p in probes if p["probe"] == "allreduce"} == {str(2 * 1024 * 1024)}
@@ -322,7 +323,7 @@ def test_one_gpu_runs_once_with_the_service_s_own_p2p_setting(tmp_path, capsys, 
     assert attempt["p2p_disabled"] is True
     assert nccl == {"devices": [0], "services": ["eagle3"], "attempts": [attempt], "ok": True, "p2p": None,
                     "busbw_gbps": None, "nccl": "2.28.9", "error": None, "p2p_disable": False, "tested": False,
-                    "seconds": round(attempt["seconds"], 1)}
+                    "seconds": round(attempt["seconds"], 1), "environment": {}, "transports": []}
 
 
 def test_two_gpus_try_p2p_first_even_when_the_env_file_disables_it(tmp_path, capsys, monkeypatch):
@@ -379,7 +380,7 @@ def test_two_modules_two_targets_and_two_services_are_each_named(tmp_path, capsy
                                    services={"eagle3": [], "dflash": []}))
     assert result["msg"] == ("GPU validation failed: kernel on GPU 1 (targets 9.0a 10.0a): cudaErrorNoKernelImageForDevice: "
                              "no kernel image is available for execution on the device")
-    assert "FlashInfer sampling topk loaded and sampled on 0,1" in result["summary"]
+    assert "FlashInfer sampling topk ran on 0,1" in result["summary"]
     assert warnings_of(result)[0].startswith("GPUs 0,1 (dflash, eagle3): NCCL all-reduce failed with P2P")
     [nccl] = result["nccl"]
     assert len(nccl["attempts"]) == 2 and isinstance(nccl["seconds"], float)
@@ -397,3 +398,47 @@ def test_a_flashinfer_probe_that_dies_without_an_answer_is_named(tmp_path, capsy
     result = run(capsys, node.args())
     assert result["msg"] == "GPU validation failed: FlashInfer: exit status 139: Segmentation fault"
     assert "FlashInfer modules FAILED on 0,1" in result["summary"]
+
+
+RESOLVED = {  # what sglang_server_args returns for each service (only what the all-reduce reads)
+    "eagle3": {"12.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "1", "NCCL_CUMEM_ENABLE": "1"}}},
+    "autoregressive": {"12.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}}},
+    "dflash": {"12.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}}},
+}
+
+
+def test_each_gpu_set_runs_with_its_services_nccl_environment_and_names_the_transport(tmp_path, capsys, monkeypatch):
+    # eagle3 runs with NVLS on (SGLang's launcher, --enable-symm-mem); autoregressive and dflash with
+    # SGLang's defaults: the same GPUs are probed once per environment, each with its services, and the
+    # transports come from NCCL's own log. A service SGLang did not resolve keeps the defaults.
+    node = Node(tmp_path, monkeypatch)
+    services = {"eagle3": [0, 1], "autoregressive": [0, 1], "dflash": [0, 1], "idle": [0, 1]}
+    result = run(capsys, node.args(services=services, resolved=RESOLVED))
+    assert result["_rc"] == 0, result
+    assert [(e["services"], e["environment"], e["transports"]) for e in result["nccl"]] == [
+        (["idle"], {}, ["P2P/CUMEM"]),
+        (["autoregressive", "dflash"], {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}, ["P2P/CUMEM"]),
+        (["eagle3"], {"NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}, ["NVLS", "P2P/CUMEM"])]
+    ranks = [probe for probe in node.probes() if probe["probe"] == "allreduce"]
+    assert sorted(probe["nvls"] for probe in ranks) == ["0", "0", "0", "0", "1", "1"]  # the default, twice, then NVLS
+    assert result["summary"].count("all-reduce 0,1 21.5 GB/s via ") == 3
+    assert "all-reduce 0,1 21.5 GB/s via NVLS+P2P/CUMEM;" in result["summary"]
+
+
+def test_the_transports_in_ncclss_log():
+    from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_validate import nccl_transports
+    log = ("h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+           "h:1:2 [0] NCCL INFO Channel 07/0 : 0[0] -> 2[0] [receive] via NET/IB/3/GDRDMA\n"
+           "h:1:2 [0] NCCL INFO Channel 01/0 : 1[1] -> 0[0] via SHM/direct/direct\n"
+           "h:1:2 [0] NCCL INFO Connected NVLS tree\n"
+           "h:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 - Init COMPLETE\n")
+    assert nccl_transports(log) == ["NET/IB", "NVLS", "P2P/CUMEM", "SHM/direct"]
+    assert nccl_transports("") == [] and nccl_transports(None) == []
+
+
+def test_a_module_without_a_call_is_named_as_loaded_only(tmp_path, capsys, monkeypatch):
+    node = Node(tmp_path, monkeypatch, loaded_only="cascade")
+    result = run(capsys, node.args(flashinfer_modules=["sampling", "cascade"]))
+    assert result["_rc"] == 0, result
+    assert (result["flashinfer"]["ran"], result["flashinfer"]["loaded_only"]) == (["sampling"], ["cascade"])
+    assert "FlashInfer sampling ran on 0,1 (loaded only: cascade)" in result["summary"]

@@ -280,12 +280,13 @@ RESOLVING = dict(FAKE, **{
         "    raise RuntimeError('Found no NVIDIA driver on your system')\n"),
     "sglang/srt/utils/__init__.py": "",
     "sglang/srt/utils/common.py": '''
+import os
 from functools import lru_cache, partial
 
 
 @lru_cache(maxsize=1)
 def is_cuda():
-    return False  # a CPU host
+    return os.environ.get("FAKE_HOST_CUDA") == "1"  # a CPU host, unless the test says otherwise
 
 
 def get_device_sm():
@@ -304,6 +305,29 @@ is_sm120_supported = lru_cache(maxsize=1)(partial(_check_cuda_device_version, de
 
 def get_device_capability(device_id=0):
     return None, None
+''',
+    # engine.py's launcher step, with the NVLS rule of lines 1909-1915 and its process-wide side effects.
+    "sglang/srt/entrypoints/__init__.py": "",
+    "sglang/srt/entrypoints/engine.py": '''
+import os
+import signal
+
+
+def set_ulimit():
+    raise AssertionError("the open-files limit of the module's process was changed")
+
+
+def set_prometheus_multiproc_dir():
+    raise AssertionError("a Prometheus directory was made")
+
+
+def _set_envs_and_config(server_args):
+    if "NCCL_NVLS_ENABLE" not in os.environ or server_args.enable_nccl_nvls:
+        os.environ["NCCL_NVLS_ENABLE"] = str(int(server_args.enable_nccl_nvls))
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
+    set_ulimit()
+    set_prometheus_multiproc_dir()
+    signal.signal(signal.SIGQUIT, lambda signum, frame: None)
 ''',
     "sglang/srt/runtime_context.py": '''
 import contextlib
@@ -353,6 +377,7 @@ class ServerArgs:
         parser.add_argument("--moe-runner-backend", type=str, default="auto")
         parser.add_argument("--speculative-algorithm", type=str)
         parser.add_argument("--disaggregation-mode", type=str, default="null")
+        parser.add_argument("--enable-nccl-nvls", action="store_true")
 
     @classmethod
     def from_cli_args(cls, namespace):
@@ -364,9 +389,16 @@ class ServerArgs:
         self._resolved_overrides = []
         if self.device != "cuda":
             raise RuntimeError("No accelerator (CUDA, XPU, HPU, NPU, MUSA, MPS) or platform plugin is available.")
+        os.environ["SGLANG_SET_BY_RESOLUTION"] = "1"  # SGLang's handle_environment_variables sets some
+        from sglang.srt.utils import common
+        # A step that calls a probe itself, not through get_platform() (as moe_hook.py line 335 does).
+        self.direct_probe_backend = str(common.is_sm100_supported())
         if self.speculative_algorithm and self.disaggregation_mode != "null":
             raise ValueError("speculative decoding with disaggregation is not supported")
-        os.environ["SGLANG_SET_BY_RESOLUTION"] = "1"  # SGLang's handle_environment_variables sets some
+        if self.model_path.endswith("typo"):
+            raise TypeError("__init__() got an unexpected keyword argument 'x'")  # a bug, not a refusal
+        if self.model_path.endswith("no-tokenizer"):
+            raise FileNotFoundError("tokenizer.json not found in " + self.model_path)
         if self.attention_backend is None:
             backend = "trtllm_mha" if get_platform().is_sm100 else "flashinfer" if get_platform().is_sm120 else "triton"
             self._resolved_overrides.append(("_attention_backend_default", {"attention_backend": backend}))
@@ -392,11 +424,13 @@ def resolving(tmp_path, monkeypatch):
     site = tmp_path / "resolving"
     install(site, RESOLVING)
     monkeypatch.syspath_prepend(str(site))
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # the module sets them for its process: undone after
+        monkeypatch.setenv(name, "0")
     for name in [name for name in sys.modules if name == "torch" or name.startswith("torch.")]:
         monkeypatch.delitem(sys.modules, name)
     drop_sglang()
     models = tmp_path / "models"
-    for model in ("qwen", "dsa"):
+    for model in ("qwen", "dsa", "typo", "no-tokenizer"):
         (models / model).mkdir(parents=True)
         (models / model / "config.json").write_text("{}")
     yield models
@@ -409,8 +443,7 @@ def resolve(capsys, services, ccs, **args):
     return validate(capsys, services, resolve=args.pop("resolve", list(services)), compute_capabilities=ccs, **args)
 
 
-def test_each_service_is_resolved_for_each_gpu_kind_by_sglangs_own_rules(resolving, capsys, monkeypatch):
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+def test_each_service_is_resolved_for_each_gpu_kind_by_sglangs_own_rules(resolving, capsys):
     services = {"eagle3": ["--model-path", str(resolving / "qwen")],
                 "dsa": ["--model-path", str(resolving / "dsa"), "--dsa-decode-backend", "tilelang"],
                 "idle": ["--model-path", "/nowhere"]}
@@ -431,7 +464,8 @@ def test_each_service_is_resolved_for_each_gpu_kind_by_sglangs_own_rules(resolvi
     assert dsa["10.3"]["backends"]["tokenizer_backend"] == "huggingface 1 None"
     assert result["unresolved"] == {} and "idle" not in result["resolved"]
     # Nothing of the resolution is left in the process: the environment, SGLang's probes and torch.
-    assert "SGLANG_SET_BY_RESOLUTION" not in os.environ and "HF_HUB_OFFLINE" not in os.environ
+    # (The module's process stays offline: huggingface_hub reads HF_HUB_OFFLINE when SGLang imports it.)
+    assert "SGLANG_SET_BY_RESOLUTION" not in os.environ and os.environ["HF_HUB_OFFLINE"] == "1"
     from sglang.srt.utils import common
     import torch
     assert common.is_cuda() is False and common.is_sm120_supported() is False
@@ -478,3 +512,72 @@ def test_a_model_replaced_at_its_path_is_resolved_again(resolving, tmp_path, cap
     (resolving / "qwen" / "config.json").write_text('{"architectures": ["Other"]}')
     assert resolve(capsys, services, ["12.0"], stamp=str(stamp))["verified"] == "checked"
     assert resolve(capsys, services, ["12.0", "10.3"], stamp=str(stamp))["verified"] == "checked"
+
+
+def test_the_nccl_environment_is_sglangs_and_an_env_it_overrides_is_refused(resolving, capsys):
+    # SGLang's launcher sets NCCL_NVLS_ENABLE from --enable-nccl-nvls over the environment: the NCCL
+    # variables each service runs with are returned; an env that says otherwise names both. The
+    # launcher's process-wide side effects are held back (the fake raises if they run).
+    import signal
+    handler = signal.getsignal(signal.SIGQUIT)
+    qwen = ["--model-path", str(resolving / "qwen")]
+    services = {"plain": qwen, "nvls": qwen + ["--enable-nccl-nvls"], "pinned": qwen}
+    result = resolve(capsys, services, ["12.0"], environments={"pinned": {"NCCL_NVLS_ENABLE": "0", "NCCL_DEBUG": "WARN"}})
+    assert result["_rc"] == 0, result
+    assert {name: by_cc["12.0"]["nccl_environment"] for name, by_cc in result["resolved"].items()} == {
+        "plain": {"NCCL_NVLS_ENABLE": "0"}, "nvls": {"NCCL_NVLS_ENABLE": "1"},
+        "pinned": {"NCCL_DEBUG": "WARN", "NCCL_NVLS_ENABLE": "0"}}
+    assert signal.getsignal(signal.SIGQUIT) == handler and "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ
+    result = resolve(capsys, {"nvls": services["nvls"]}, ["12.0", "10.3"], environments={"nvls": {"NCCL_NVLS_ENABLE": 0}})
+    assert (result["_rc"], result["msg"]) == (1, (
+        "sglang_services_nvls: env NCCL_NVLS_ENABLE=0, but SGLang 0.5.23 sets NCCL_NVLS_ENABLE=1 when it starts with "
+        "the service's arguments (--enable-nccl-nvls; sglang/srt/entrypoints/engine.py _set_envs_and_config): the "
+        "server would not run with what its env says. Remove the env setting or the flag"))
+
+
+def test_steps_that_call_a_probe_directly_see_the_gpu_where_the_host_has_cuda(resolving, capsys, monkeypatch):
+    services = {"eagle3": ["--model-path", str(resolving / "qwen")]}
+    monkeypatch.setenv("FAKE_HOST_CUDA", "1")  # a host with GPUs: its probes' caches are cleared and asked again
+    result = resolve(capsys, services, ["10.3", "12.0"])
+    assert {cc: e["backends"]["direct_probe_backend"] for cc, e in result["resolved"]["eagle3"].items()} == {
+        "10.3": "True", "12.0": "False"}
+    monkeypatch.delenv("FAKE_HOST_CUDA")  # without GPUs such a step sees none (the module's notes say so)
+    result = resolve(capsys, services, ["10.3"])
+    assert result["resolved"]["eagle3"]["10.3"]["backends"]["direct_probe_backend"] == "False"
+
+
+def test_a_refusal_leaves_the_process_as_it_was(resolving, capsys):
+    services = {"pd": ["--model-path", str(resolving / "qwen"), "--speculative-algorithm", "EAGLE3",
+                       "--disaggregation-mode", "prefill"]}
+    result = resolve(capsys, services, ["10.3"])
+    assert result["msg"] == ("SGLang 0.5.23 refuses sglang-pd on compute capability 10.3: speculative decoding with "
+                             "disaggregation is not supported")
+    from sglang.srt.utils import common
+    import torch
+    assert "SGLANG_SET_BY_RESOLUTION" not in os.environ
+    assert (common.get_device_sm(), common.is_sm100_supported()) == (0, False)
+    with pytest.raises(RuntimeError, match="Found no NVIDIA driver"):
+        torch.cuda.get_device_capability()
+
+
+def test_a_bug_is_not_a_refusal_and_an_unreadable_file_is_tried_again(resolving, tmp_path, capsys):
+    result = resolve(capsys, {"x": ["--model-path", str(resolving / "typo")]}, ["12.0"])
+    assert (result["_rc"], result["msg"]) == (
+        1, "sglang_server_args: unexpected TypeError: __init__() got an unexpected keyword argument 'x'")
+    stamp = tmp_path / "stamp.json"
+    services = {"x": ["--model-path", str(resolving / "no-tokenizer")], "y": ["--model-path", str(resolving / "qwen")]}
+    result = resolve(capsys, services, ["12.0", "10.3"], stamp=str(stamp))
+    assert result["_rc"] == 0 and sorted(result["resolved"]) == ["y"] and "retry" not in result
+    assert result["unresolved"] == {"x": "SGLang could not read what it needs (FileNotFoundError: tokenizer.json not "
+                                         "found in %s/no-tokenizer)" % resolving}
+    assert not stamp.exists()  # the next run resolves again
+    assert resolve(capsys, {"y": services["y"]}, ["12.0"], stamp=str(stamp))["verified"] == "checked" and stamp.exists()
+
+
+def test_a_repository_id_is_looked_up_in_the_services_hugging_face_cache(resolving, capsys):
+    services = {"hub": ["--model-path", "Qwen/Qwen3-8B"], "home": ["--model-path", "Qwen/Qwen3-8B"]}
+    result = resolve(capsys, services, ["12.0"], environments={"hub": {"HF_HUB_CACHE": "/cache/hub"},
+                                                               "home": {"HF_HOME": "/srv/hf"}})
+    assert result["unresolved"] == {
+        "home": "the config.json of Qwen/Qwen3-8B is not in the service user's Hugging Face cache (/srv/hf/hub)",
+        "hub": "the config.json of Qwen/Qwen3-8B is not in the service user's Hugging Face cache (/cache/hub)"}
