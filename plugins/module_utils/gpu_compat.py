@@ -177,19 +177,30 @@ def nccl_p2p_outcome(mode, with_p2p, without_p2p):
         _error(with_p2p), _error(without_p2p))
 
 
-def custom_all_reduce(devices, topology, p2p_disabled, mode="auto"):
+def custom_all_reduce(devices, topology, p2p_disabled, mode="auto", tp_size=None):
     """SGLang's custom all-reduce for a service on `devices` (host GPU indices), given the host's
     topology (nvidia_gpu_info's: {"0": {"1": "PHB"}}) and whether its GPUs run with NCCL_P2P_DISABLE=1
     (the NCCL probe's decision): (disable, why). disable True: the service gets
-    --disable-custom-all-reduce. `mode` (sglang_services_custom_all_reduce): auto decides by the rule
-    below, off always disables it, on leaves it to SGLang."""
+    --disable-custom-all-reduce. The all-reduce runs within each tensor-parallel group: `tp_size`
+    consecutive GPUs of `devices` (SGLang's ranks in order; pipeline stages and replicas are further
+    groups); None takes `devices` as one group. `mode` (sglang_services_custom_all_reduce): auto decides
+    by the rule below per group (one that disables it disables it for the service), off always
+    disables it, on leaves it to SGLang."""
     devices = sorted(set(int(device) for device in devices))
-    if len(devices) < 2:
-        return False, "one GPU: no all-reduce"
+    size = int(tp_size) if tp_size else len(devices)
+    if len(devices) < 2 or size < 2:
+        return False, "one GPU per tensor-parallel group: no all-reduce"
     if mode == "off":
         return True, "sglang_services_custom_all_reduce is off"
     if mode == "on":
         return False, "sglang_services_custom_all_reduce is on: SGLang decides (%s)" % CUSTOM_ALL_REDUCE_SOURCE
+    groups = [devices[start:start + size] for start in range(0, len(devices) - size + 1, size)]
+    decisions = [_custom_all_reduce_group(group, topology, p2p_disabled) for group in groups]
+    return next((decision for decision in decisions if decision[0]), decisions[0])
+
+
+def _custom_all_reduce_group(devices, topology, p2p_disabled):
+    """The rule for one tensor-parallel group of two or more GPUs (auto)."""
     links = [str(((topology or {}).get(str(a)) or {}).get(str(b)) or "") for a in devices for b in devices if a < b]
     if not all(links):
         return False, "the GPUs' topology is not known (nvidia-smi topo -m): SGLang decides"
@@ -428,6 +439,12 @@ def _int(value, default=1):
         return int(str(value))
     except (TypeError, ValueError):
         return default
+
+
+def tp_size(settings):
+    """A service's tensor-parallel size (its tp_size setting; 1 when unset or not a number, which the
+    settings checks report)."""
+    return max(_int((settings or {}).get("tp_size")), 1)
 
 
 def gpu_count_problems(settings_by_name, active, gpu_count):

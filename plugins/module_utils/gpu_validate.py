@@ -337,7 +337,9 @@ def run_allreduce(python, devices, env, timeout, size, iters=20):
             return {"ok": False, "seconds": round(time.monotonic() - start, 1),
                     "error": "no answer within %d s (a hang: NCCL waits for a peer it cannot reach); killed. "
                              "Last output: %s" % (timeout, tail(err or out) or "none")}
-        answers.append(dict(_answer(proc.returncode, out, err, time.monotonic() - start), transports=nccl_transports(err)))
+        # NCCL writes its INFO log to stdout (unless NCCL_DEBUG_FILE), beside the worker's JSON line.
+        answers.append(dict(_answer(proc.returncode, out, err, time.monotonic() - start),
+                            transports=nccl_transports((out or "") + "\n" + (err or ""))))
     failed = [answer for answer in answers if not answer["ok"]]
     result = dict(failed[0] if failed else answers[0])
     result["seconds"] = round(time.monotonic() - start, 1)

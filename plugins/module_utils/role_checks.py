@@ -282,7 +282,8 @@ def sglang_services_custom_all_reduce(settings_by_name, variables):
         except ValueError:
             continue  # reported by the preflight
         disable, why = gpu_compat.custom_all_reduce(devices, gpus.get("topology") or {}, name in (v.get("p2p_off") or []),
-                                                    v.get("sglang_services_custom_all_reduce") or "auto")
+                                                    v.get("sglang_services_custom_all_reduce") or "auto",
+                                                    tp_size=gpu_compat.tp_size(settings))
         explicit = _extra_flag_on(settings, "disable-custom-all-reduce")
         if explicit:
             disable, why = True, "extra_args disable-custom-all-reduce"

@@ -338,7 +338,8 @@ def flashinfer_probe(module, env, used, python):
 def nccl_probe(module, env, devices, nccl, services, python):
     mode, timeout = module.params["nccl_p2p"], module.params["timeout"]
     size = module.params["allreduce_mib"] * 1024 * 1024
-    env = dict(env, **dict(nccl))
+    if nccl:  # a resolved service: its NCCL variables, not the other services' (the task's environment merges them all)
+        env = dict({name: value for name, value in env.items() if not name.startswith("NCCL_")}, **dict(nccl))
     with_p2p = dict(env)
     with_p2p.pop("NCCL_P2P_DISABLE", None)
     without_p2p = dict(env, NCCL_P2P_DISABLE="1")

@@ -366,19 +366,19 @@ def sglang_on(cc):
             getattr(probe, "cache_clear", lambda: None)()
 
     real_cuda, real_sm = common.is_cuda, common.get_device_sm
-    facts = {}
-    common.is_cuda, common.get_device_sm = (lambda: True), (lambda: sm)
-    try:
-        for fact, probe in runtime_context._PLATFORM_PROBES.items():  # pylint: disable=protected-access
-            function = getattr(common, probe)
-            facts[fact] = getattr(function, "__wrapped__", function)()  # the rule, not its cached answer
-    finally:
-        common.is_cuda = real_cuda
-    facts.update(device_sm=sm, device_capability=(major, minor))
     capability = torch.cuda.get_device_capability
-    torch.cuda.get_device_capability = lambda device=None: (major, minor)
-    clear()
     try:
+        facts = {}
+        common.is_cuda, common.get_device_sm = (lambda: True), (lambda: sm)
+        try:
+            for fact, probe in runtime_context._PLATFORM_PROBES.items():  # pylint: disable=protected-access
+                function = getattr(common, probe)
+                facts[fact] = getattr(function, "__wrapped__", function)()  # the rule, not its cached answer
+        finally:
+            common.is_cuda = real_cuda
+        facts.update(device_sm=sm, device_capability=(major, minor))
+        torch.cuda.get_device_capability = lambda device=None: (major, minor)
+        clear()
         with runtime_context.override_platform(**facts):
             yield
     finally:
@@ -395,16 +395,30 @@ def environment(variables):
         yield
 
 
-def launch_environment(record):
+def launcher():
+    """SGLang's launcher module (sglang/srt/entrypoints/engine.py), imported once before any GPU kind
+    is resolved; None where this SGLang has no such module."""
+    try:
+        from sglang.srt.entrypoints import engine
+    except ModuleNotFoundError as exc:
+        if exc.name in ("sglang.srt.entrypoints", "sglang.srt.entrypoints.engine"):
+            return None
+        raise ArgsError("cannot import SGLang's launcher (sglang.srt.entrypoints.engine: %s): reinstall the venv "
+                        "(re-run site.yml)" % one_line(exc))
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise ArgsError("cannot import SGLang's launcher (sglang.srt.entrypoints.engine: %s: %s): reinstall the venv "
+                        "(re-run site.yml)" % (type(exc).__name__, one_line(exc)))
+    return engine
+
+
+def launch_environment(engine, record):
     """The NCCL variables the server runs with: SGLang's launcher sets some from the resolved
     arguments before it starts its workers (sglang/srt/entrypoints/engine.py _set_envs_and_config:
     NCCL_NVLS_ENABLE from --enable-nccl-nvls / --enable-symm-mem, NCCL_CUMEM_ENABLE, ...), over what the
     environment says. Its own function, called here with its process-wide side effects (the SIGQUIT
     handler, the open-files limit, a Prometheus directory) held back; None where it has none."""
-    try:
-        from sglang.srt.entrypoints import engine
-        setter = engine._set_envs_and_config  # pylint: disable=protected-access
-    except (ImportError, AttributeError):
+    setter = getattr(engine, "_set_envs_and_config", None) if engine is not None else None
+    if setter is None:
         return None
     held = {name: getattr(engine, name) for name in ("set_ulimit", "set_prometheus_multiproc_dir") if hasattr(engine, name)}
     handler = signal.getsignal(signal.SIGQUIT)
@@ -423,7 +437,7 @@ class Refused(Exception):
     """SGLang's resolution refused the service on that GPU (its own message)."""
 
 
-def resolve_one(ServerArgs, namespace, cc, env, local):
+def resolve_one(ServerArgs, engine, namespace, cc, env, local):
     """One service on one GPU kind: ({field: value} of every resolved *_backend, {field: why},
     {NCCL variable: value} the server runs with, or None; the speculative algorithm). `local`:
     {model flag: local directory} standing for a repository id. Refused: SGLang's own refusal."""
@@ -438,7 +452,7 @@ def resolve_one(ServerArgs, namespace, cc, env, local):
             record.resolve_once()
         except (ValueError, AssertionError, NotImplementedError) as exc:
             raise Refused(one_line(exc) or type(exc).__name__)
-        nccl = launch_environment(record)
+        nccl = launch_environment(engine, record)
     resolved = record.resolved_dict()
     steps = {}
     for step, values in getattr(record, "_resolved_overrides", None) or ():
@@ -472,6 +486,7 @@ def nccl_problems(where, version, env, nccl, explicit):
 def resolve_all(version, ServerArgs, namespaces, names, ccs, environments, support):
     resolved, unresolved, refusals = {}, {}, []
     retry = False  # an unresolved service whose cause the stamp's fingerprint does not see
+    engine = launcher()
     for name in sorted(set(names)):
         if name not in namespaces:
             raise ArgsError("resolve: %s is not one of the services (%s)" % (name, ", ".join(sorted(namespaces))))
@@ -482,21 +497,24 @@ def resolve_all(version, ServerArgs, namespaces, names, ccs, environments, suppo
             unresolved[name] = "; ".join(missing)
             continue
         local = {flag: directory for flag, _path, directory, _why in models if directory != getattr(namespaces[name], flag)}
+        mine = []  # this service's refusals: dropped with it when it turns out unreadable
         for cc in ccs:
             label = "%d.%d" % cc
             try:
-                backends, chosen_by, nccl, speculative = resolve_one(ServerArgs, namespaces[name], cc, env, local)
+                backends, chosen_by, nccl, speculative = resolve_one(ServerArgs, engine, namespaces[name], cc, env, local)
             except Refused as exc:
-                refusals.append("SGLang %s refuses sglang-%s on compute capability %s: %s" % (version, name, label, exc))
+                mine.append("SGLang %s refuses sglang-%s on compute capability %s: %s" % (version, name, label, exc))
                 continue
             except OSError as exc:  # a file SGLang could not read (a tokenizer, a chat template)
                 unresolved[name] = "SGLang could not read what it needs (%s: %s)" % (type(exc).__name__, one_line(exc))
                 resolved.pop(name, None)
+                mine = []
                 retry = True
                 break
             resolved.setdefault(name, {})[label] = {"backends": backends, "chosen_by": chosen_by, "nccl_environment": nccl,
                                                     "speculative_algorithm": speculative}
-            refusals += nccl_problems("sglang_services_%s" % name, version, env, nccl, namespaces[name].bsg_explicit)
+            mine += nccl_problems("sglang_services_%s" % name, version, env, nccl, namespaces[name].bsg_explicit)
+        refusals += mine
     problems = list(dict.fromkeys(refusals))  # an NCCL contradiction is the same on every GPU kind
     for name, by_cc in sorted(resolved.items()):
         for label, entry in sorted(by_cc.items()):

@@ -415,6 +415,9 @@ def test_what_sglang_resolves_elsewhere_runs_there(model, cc):
     # FlashMLA sparse prefill and FA3 decode; Qwen3: flashinfer on sm120, trtllm_mha on B300, fa3 on H200.
     backends, chosen_by = resolved(model, cc)
     assert gpu_compat.resolved_backend_problems("s", "0.5.23", cc, backends, chosen_by) == []
+    assert backends["attention_backend"] == {("deepseek-v3.2", "10.3"): "dsa", ("deepseek-v3.2", "9.0"): "dsa",
+                                             ("qwen3-8b", "12.0"): "flashinfer", ("qwen3-8b", "10.3"): "trtllm_mha",
+                                             ("qwen3-8b", "9.0"): "fa3"}[(model, cc)]
 
 
 def test_a_b300_resolution_moved_to_rtx_pro_6000_names_each_backend_and_its_fix():
@@ -501,10 +504,22 @@ def test_nvlink_keeps_sglangs_custom_all_reduce():
     ([0, 1, 2, 3], {"0": {"1": "PIX", "2": "PHB", "3": "PHB"}, "1": {"2": "PHB", "3": "PHB"}, "2": {"3": "PIX"}}, True,
      "auto", False, "more than two GPUs over PCIe: SGLang turns its custom all-reduce off itself"),
     ([0, 1], {}, False, "auto", False, "topology is not known"),
-    ([0], {}, False, "off", False, "one GPU"),
+    ([0], {}, False, "off", False, "one GPU per tensor-parallel group"),
     ([0, 1], {"0": {"1": "NV18"}}, False, "off", True, "sglang_services_custom_all_reduce is off"),
     ([0, 1], {"0": {"1": "PHB"}}, True, "on", False, "sglang_services_custom_all_reduce is on: SGLang decides"),
 ])
 def test_the_custom_all_reduce_rule(devices, links, p2p_disabled, mode, disable, needle):
     result = gpu_compat.custom_all_reduce(devices, links, p2p_disabled, mode)
     assert result[0] is disable and needle in result[1], result
+
+
+def test_the_custom_all_reduce_runs_within_each_tensor_parallel_group():
+    # Four PCIe GPUs, tp_size 2 (pp 2 or two replicas): two groups of two, not "more than two PCIe GPUs".
+    links = {"0": {"1": "PIX", "2": "SYS", "3": "SYS"}, "1": {"2": "SYS", "3": "SYS"}, "2": {"3": "PHB"}}
+    disable, why = gpu_compat.custom_all_reduce([0, 1, 2, 3], links, False, tp_size=2)
+    assert disable is True and why.startswith("GPUs 2,3 reach each other through the host bridge (PHB)")
+    assert gpu_compat.custom_all_reduce([0, 1], links, False, tp_size=2)[0] is False  # behind one switch
+    assert gpu_compat.custom_all_reduce([0, 1, 2, 3], links, False, tp_size=1) == (
+        False, "one GPU per tensor-parallel group: no all-reduce")
+    assert "more than two GPUs over PCIe" in gpu_compat.custom_all_reduce([0, 1, 2, 3], links, False, tp_size=4)[1]
+    assert gpu_compat.tp_size({"tp_size": "2"}) == 2 and gpu_compat.tp_size({}) == 1 and gpu_compat.tp_size(None) == 1

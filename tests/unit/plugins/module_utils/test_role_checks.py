@@ -347,7 +347,7 @@ ALL_REDUCE = {"sglang_services_active": "eagle3", "sglang_node_gpus": PRO_PAIR, 
 def test_custom_all_reduce_per_service_from_the_topology_and_the_p2p_decision():
     decide = sglang_services.FilterModule().filters()["sglang_services_custom_all_reduce"]
     assert decide is rc.sglang_services_custom_all_reduce
-    settings = {"eagle3": dict(SETTINGS["eagle3"]), "dflash": dict(SETTINGS["eagle3"], cuda_visible_devices=[1])}
+    settings = {"eagle3": dict(SETTINGS["eagle3"], tp_size=2), "dflash": dict(SETTINGS["eagle3"], cuda_visible_devices=[1])}
     decided = decide(settings, ALL_REDUCE)
     assert list(decided) == ["eagle3"]
     decision = decided["eagle3"]
@@ -357,7 +357,7 @@ def test_custom_all_reduce_per_service_from_the_topology_and_the_p2p_decision():
     assert decide(settings, dict(ALL_REDUCE, sglang_node_gpus=PIX_PAIR))["eagle3"]["disable"] is False
     assert decide(settings, dict(ALL_REDUCE, sglang_node_gpus=PIX_PAIR, p2p_off=["eagle3"]))["eagle3"]["add_flag"] is True
     # The service's own flag: disabled, not added twice; one GPU: nothing; no GPUs on the host: nothing.
-    own = {"eagle3": dict(SETTINGS["eagle3"], extra_args={"disable_custom_all_reduce": "yes"})}
+    own = {"eagle3": dict(SETTINGS["eagle3"], tp_size=2, extra_args={"disable_custom_all_reduce": "yes"})}
     assert decide(own, dict(ALL_REDUCE, sglang_node_gpus=PIX_PAIR))["eagle3"] == {
         "disable": True, "why": "extra_args disable-custom-all-reduce", "add_flag": False}
     assert decide(settings, dict(ALL_REDUCE, sglang_services_active="dflash"))["dflash"]["disable"] is False
@@ -383,10 +383,17 @@ def test_custom_all_reduce_on_an_eight_gpu_rtx_pro_6000_server():
         matrix = parse_topology(handle.read())
     gpus = {"present": True, "gpus": [{"index": i} for i in range(8)],
             "topology": {str(g): {str(p): link for p, link in peers.items()} for g, peers in matrix.items()}}
-    settings = {"eagle3": {"cuda_visible_devices": []}, "dflash": {"cuda_visible_devices": [0, 1]},
-                "autoregressive": {"cuda_visible_devices": [1, 2]}}
+    settings = {"eagle3": {"cuda_visible_devices": [], "tp_size": 8}, "dflash": {"cuda_visible_devices": [0, 1], "tp_size": 2},
+                "autoregressive": {"cuda_visible_devices": [1, 2], "tp_size": 2}}
     decided = rc.sglang_services_custom_all_reduce(settings, dict(ALL_REDUCE, sglang_services_active=[
         "eagle3", "dflash", "autoregressive"], sglang_node_gpus=gpus))
     assert {name: d["disable"] for name, d in decided.items()} == {"eagle3": False, "dflash": False, "autoregressive": True}
     assert "more than two GPUs over PCIe: SGLang turns its custom all-reduce off itself" in decided["eagle3"]["why"]
+    # The same eight GPUs with tp_size 2: four consecutive pairs, each behind one PCIe switch (PIX):
+    # SGLang's own all-reduce.
+    eight_by_two = {"eagle3": {"cuda_visible_devices": [], "tp_size": 2}}
+    assert rc.sglang_services_custom_all_reduce(eight_by_two, dict(ALL_REDUCE, sglang_node_gpus=gpus))["eagle3"]["disable"] is False
+    one_two = {"eagle3": {"cuda_visible_devices": [1, 2, 3, 4], "tp_size": 2}}  # pairs 1,2 (NODE) and 3,4 (SYS)
+    assert "GPUs 1,2 reach each other through the host bridge (NODE)" in rc.sglang_services_custom_all_reduce(
+        one_two, dict(ALL_REDUCE, sglang_node_gpus=gpus))["eagle3"]["why"]
     assert "through the host bridge (NODE)" in decided["autoregressive"]["why"]

@@ -17,6 +17,7 @@ with open(env["FAKE_LOG"], "a") as log:
     log.write(json.dumps({"probe": "allreduce" if "init_process_group" in code else "flashinfer",
                           "rank": env.get("RANK"), "devices": env.get("CUDA_VISIBLE_DEVICES"),
                           "p2p_disable": env.get("NCCL_P2P_DISABLE"), "nvls": env.get("NCCL_NVLS_ENABLE"),
+                          "p2p_level": env.get("NCCL_P2P_LEVEL"),
                           "bytes": env.get("BSG_ALLREDUCE_BYTES"),
                           "args": sys.argv[3:]}) + "\n")
 if "init_process_group" in code:
@@ -31,10 +32,11 @@ if "init_process_group" in code:
         # NCCL's INFO lines for the channels of a two-GPU ring (the format of public logs, NVIDIA/nccl#1189):
         # P2P between the GPUs, through host shared memory with NCCL_P2P_DISABLE=1.
         via = "SHM/direct/direct" if env.get("NCCL_P2P_DISABLE") == "1" else "P2P/CUMEM/read"
+        # On stdout, as NCCL writes it (without NCCL_DEBUG_FILE), before the worker's JSON answer.
         for channel in range(2):
-            sys.stderr.write("node:1:2 [%s] NCCL INFO Channel %02d/0 : 0[0] -> 1[1] via %s\n" % (env["RANK"], channel, via))
+            print("node:1:2 [%s] NCCL INFO Channel %02d/0 : 0[0] -> 1[1] via %s" % (env["RANK"], channel, via))
         if env.get("NCCL_NVLS_ENABLE") == "1":
-            sys.stderr.write("node:1:2 [%s] NCCL INFO Connected NVLS tree\n" % env["RANK"])
+            print("node:1:2 [%s] NCCL INFO Connected NVLS tree" % env["RANK"])
     print(json.dumps({"ok": True, "rank": int(env["RANK"]), "world": world, "nccl": "2.28.9",
                       "busbw_gbps": 21.5 if world > 1 else None}))
 else:

@@ -412,6 +412,9 @@ def test_each_gpu_set_runs_with_its_services_nccl_environment_and_names_the_tran
     # SGLang's defaults: the same GPUs are probed once per environment, each with its services, and the
     # transports come from NCCL's own log. A service SGLang did not resolve keeps the defaults.
     node = Node(tmp_path, monkeypatch)
+    # Another service's NCCL setting in the task's environment (it merges the active services' env):
+    # not in a resolved service's all-reduce, which runs with its own.
+    monkeypatch.setenv("NCCL_P2P_LEVEL", "PXB")
     services = {"eagle3": [0, 1], "autoregressive": [0, 1], "dflash": [0, 1], "idle": [0, 1]}
     result = run(capsys, node.args(services=services, resolved=RESOLVED))
     assert result["_rc"] == 0, result
@@ -421,6 +424,7 @@ def test_each_gpu_set_runs_with_its_services_nccl_environment_and_names_the_tran
         (["eagle3"], {"NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}, ["NVLS", "P2P/CUMEM"])]
     ranks = [probe for probe in node.probes() if probe["probe"] == "allreduce"]
     assert sorted(probe["nvls"] for probe in ranks) == ["0", "0", "0", "0", "1", "1"]  # the default, twice, then NVLS
+    assert sorted(str(probe["p2p_level"]) for probe in ranks) == ["None", "None", "None", "None", "PXB", "PXB"]
     assert result["summary"].count("all-reduce 0,1 21.5 GB/s via ") == 3
     assert "all-reduce 0,1 21.5 GB/s via NVLS+P2P/CUMEM;" in result["summary"]
 

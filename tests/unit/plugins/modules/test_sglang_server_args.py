@@ -581,3 +581,15 @@ def test_a_repository_id_is_looked_up_in_the_services_hugging_face_cache(resolvi
     assert result["unresolved"] == {
         "home": "the config.json of Qwen/Qwen3-8B is not in the service user's Hugging Face cache (/srv/hf/hub)",
         "hub": "the config.json of Qwen/Qwen3-8B is not in the service user's Hugging Face cache (/cache/hub)"}
+
+
+def test_a_launcher_that_cannot_be_imported_fails_before_any_resolution(resolving, tmp_path, capsys, monkeypatch):
+    # A venv whose SGLang launcher lacks a dependency (as a missing zmq would): one line, not a silent
+    # skip of the NCCL check.
+    broken = tmp_path / "broken-launcher"
+    install(broken, dict(RESOLVING, **{"sglang/srt/entrypoints/engine.py": "import bsg_no_such_dependency\n"}))
+    monkeypatch.syspath_prepend(str(broken))
+    result = resolve(capsys, {"eagle3": ["--model-path", str(resolving / "qwen")]}, ["12.0"])
+    assert (result["_rc"], result["msg"]) == (1, (
+        "cannot import SGLang's launcher (sglang.srt.entrypoints.engine: No module named 'bsg_no_such_dependency'): "
+        "reinstall the venv (re-run site.yml)"))
