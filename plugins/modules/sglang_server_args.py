@@ -433,6 +433,9 @@ def launch_environment(engine, record):
     return {name: value for name, value in sorted(os.environ.items()) if name.startswith("NCCL_")}
 
 
+_UNSET = object()
+
+
 class Refused(Exception):
     """SGLang's resolution refused the service on that GPU (its own message)."""
 
@@ -486,7 +489,7 @@ def nccl_problems(where, version, env, nccl, explicit):
 def resolve_all(version, ServerArgs, namespaces, names, ccs, environments, support):
     resolved, unresolved, refusals = {}, {}, []
     retry = False  # an unresolved service whose cause the stamp's fingerprint does not see
-    engine = launcher()
+    engine = _UNSET  # SGLang's launcher, imported (about 10 s) before the first service that resolves
     for name in sorted(set(names)):
         if name not in namespaces:
             raise ArgsError("resolve: %s is not one of the services (%s)" % (name, ", ".join(sorted(namespaces))))
@@ -497,6 +500,8 @@ def resolve_all(version, ServerArgs, namespaces, names, ccs, environments, suppo
             unresolved[name] = "; ".join(missing)
             continue
         local = {flag: directory for flag, _path, directory, _why in models if directory != getattr(namespaces[name], flag)}
+        if engine is _UNSET:
+            engine = launcher()
         mine = []  # this service's refusals: dropped with it when it turns out unreadable
         for cc in ccs:
             label = "%d.%d" % cc

@@ -63,8 +63,10 @@ checks = {
     "FlashInfer sampling, quantization and norm each ran on every GPU": good["flashinfer"]["ok"]
         and good["flashinfer"]["ran"] == ["sampling", "quantization", "norm"] and not good["flashinfer"]["loaded_only"]
         and all(g["ran"] == ["sampling", "quantization", "norm"] for g in good["flashinfer"]["gpus"]),
-    "the all-reduce ran with the service's NCCL variables": good["nccl"][0].get("environment") == {
-        "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"} and isinstance(good["nccl"][0].get("transports"), list),
+    # One GPU: no channel between ranks, no transport; two or more: the ones NCCL's log names.
+    "the all-reduce ran with the service's NCCL variables and named its transports": good["nccl"][0].get("environment") == {
+        "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"} and (
+        good["nccl"][0].get("transports") == [] if len(good["nccl"][0]["devices"]) == 1 else bool(good["nccl"][0].get("transports"))),
     "NCCL all-reduce passed (%s GB/s, NCCL %s)" % (good["nccl"][0].get("busbw_gbps"), good["nccl"][0].get("nccl")): good["nccl"][0]["ok"],
     "target 10.0a failed naming the GPU and cudaErrorNoKernelImageForDevice":
         target.get("failed") and "kernel on GPU 0 (targets 10.0a): cudaErrorNoKernelImageForDevice" in target.get("msg", ""),

@@ -593,3 +593,7 @@ def test_a_launcher_that_cannot_be_imported_fails_before_any_resolution(resolvin
     assert (result["_rc"], result["msg"]) == (1, (
         "cannot import SGLang's launcher (sglang.srt.entrypoints.engine: No module named 'bsg_no_such_dependency'): "
         "reinstall the venv (re-run site.yml)"))
+    # Nothing to resolve (no model config on the host): the launcher is not imported at all.
+    result = resolve(capsys, {"later": ["--model-path", str(resolving / "not-yet")]}, ["12.0"])
+    assert (result["_rc"], sorted(result["unresolved"])) == (0, ["later"])
+    assert "sglang.srt.entrypoints.engine" not in sys.modules
