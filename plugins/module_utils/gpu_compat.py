@@ -15,7 +15,7 @@ import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import InvalidVersion, Version
 from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import NVLINK_RE
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import gpu_set
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import extra_arg, gpu_set
 
 DRIVER_TABLE_SOURCE = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html#cuda-driver"
 # CUDA release notes, "CUDA Toolkit and Corresponding Driver Versions" (Linux x86_64; arm64-sbsa uses
@@ -258,10 +258,8 @@ DRAFT_BACKEND_FLAG = "speculative-draft-attention-backend"
 
 
 def _flag_value(settings, flag):
-    for key, value in (settings.get("extra_args") or {}).items():
-        if str(key).lstrip("-").replace("_", "-") == flag and value not in (None, "", False, True):
-            return str(value)
-    return None
+    value = extra_arg(settings.get("extra_args"), flag)
+    return str(value) if value not in (None, "", False, True) else None
 
 
 def _cc_list(value):

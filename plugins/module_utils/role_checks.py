@@ -23,12 +23,15 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.arch_select impor
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import gpu_coverage_problems, toolkit_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.gateway import gateway_problems
 from ansible_collections.blackwell.sglang.plugins.module_utils.preflight import (
-    as_bool,
     bool_problems,
     env_file_problems,
     path_problems,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import gpu_set, sglang_services_active_list
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_services import (
+    extra_flag_on,
+    gpu_set,
+    sglang_services_active_list,
+)
 
 # Jinja's `is match` (re.match) patterns, as the preflights spelled them.
 PLAIN_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9._-]*$"
@@ -240,7 +243,7 @@ def sglang_services_gpu_problems(settings_by_name, variables):
     elif mode == "on":
         problems += ["sglang_services_custom_all_reduce is on, but sglang_services_%s extra_args disable-custom-all-reduce "
                      "turns SGLang's custom all-reduce off: remove one of the two" % name
-                     for name in active if _extra_flag_on(settings_by_name.get(name) or {}, "disable-custom-all-reduce")]
+                     for name in active if extra_flag_on((settings_by_name.get(name) or {}).get("extra_args"), "disable-custom-all-reduce")]
     problems += bool_problems({"sglang_services_validate": v.get("sglang_services_validate"),
                                "sglang_services_resolve_backends": v.get("sglang_services_resolve_backends", True)})
     timeout = v.get("sglang_services_validate_timeout")
@@ -250,17 +253,6 @@ def sglang_services_gpu_problems(settings_by_name, variables):
     if gpus.get("present"):
         problems += gpu_compat.gpu_count_problems(settings_by_name, active, int(gpus.get("count")))
     return problems
-
-
-def _extra_flag_on(settings, flag):
-    """Whether a service's extra_args turns the bare flag --flag on (true, "true", "yes", ...)."""
-    for key, value in (settings.get("extra_args") or {}).items():
-        if str(key).lstrip("-").replace("_", "-") == flag:
-            try:
-                return as_bool(value)
-            except ValueError:
-                return False
-    return False
 
 
 def sglang_services_custom_all_reduce(settings_by_name, variables):
@@ -284,7 +276,7 @@ def sglang_services_custom_all_reduce(settings_by_name, variables):
         disable, why = gpu_compat.custom_all_reduce(devices, gpus.get("topology") or {}, name in (v.get("p2p_off") or []),
                                                     v.get("sglang_services_custom_all_reduce") or "auto",
                                                     tp_size=gpu_compat.tp_size(settings))
-        explicit = _extra_flag_on(settings, "disable-custom-all-reduce")
+        explicit = extra_flag_on(settings.get("extra_args"), "disable-custom-all-reduce")
         if explicit:
             disable, why = True, "extra_args disable-custom-all-reduce"
         decisions[name] = {"disable": disable, "why": why, "add_flag": disable and not explicit}

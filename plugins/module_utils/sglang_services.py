@@ -111,12 +111,18 @@ MANAGED_FLAGS = {
 DISAGGREGATED = ("prefill", "decode")
 
 
-def _extra_value(extra, flag):
-    """The value extra_args gives --flag (keys written with or without dashes or underscores), else None."""
-    for key, value in (extra or {}).items():
+def extra_arg(extra, flag):
+    """The value a service's extra_args gives --flag (keys written with or without dashes, with dashes
+    or underscores), else None; None for extra_args that are not a dict (the settings checks say so)."""
+    for key, value in (extra.items() if isinstance(extra, dict) else ()):
         if str(key).lstrip("-").replace("_", "-") == flag:
-            return str(value)
+            return value
     return None
+
+
+def extra_flag_on(extra, flag):
+    """Whether extra_args turns the bare flag --flag on (true, "yes", ...)."""
+    return _on(extra_arg(extra, flag))
 
 
 def _flag(key):
@@ -297,7 +303,7 @@ def sglang_services_problems(settings_by_name, active):
         if name == "dflash":
             # SGLang 0.5.23's own rules (arg_groups/speculative_hook.py, DFLASH): its resolution refuses
             # these too, but only once the venv and the model's config are on the host; here before both.
-            if _on(settings.get("enable_dp_attention")) and not _on(_extra_value(extra, "enable-dp-lm-head")):
+            if _on(settings.get("enable_dp_attention")) and not extra_flag_on(extra, "enable-dp-lm-head"):
                 problems.append("%s: DFlash with DP attention needs extra_args enable-dp-lm-head: true (SGLang: 'DFLASH "
                                 "with dp attention requires --enable-dp-lm-head'), or enable_dp_attention: false" % where)
             if _int_in(settings.get("pp_size", 1), 2):
@@ -307,7 +313,7 @@ def sglang_services_problems(settings_by_name, active):
             block = settings.get("dflash_block_size")
             if _set(block) and not _int_in(block, 1):
                 problems.append("%s: dflash_block_size must be an integer >= 1, got %r" % (where, block))
-            mode = _extra_value(extra, "disaggregation-mode")
+            mode = extra_arg(extra, "disaggregation-mode")
             if mode in DISAGGREGATED:
                 problems.append(
                     "%s: DFlash speculative decoding with prefill/decode disaggregation (extra_args disaggregation-mode "
