@@ -30,6 +30,10 @@ description:
     error is retried with C(NCCL_P2P_DISABLE=1); O(nccl_p2p) decides what follows (see there). Each set
     runs with the NCCL variables its services run with (O(resolved)), and the transports NCCL used
     (C(P2P), C(SHM), C(NET), C(NVLS)) are read from its INFO log (C(NCCL_DEBUG=INFO) for the probe).
+  - B(Backends.) For each service of O(resolved), the backends SGLang resolved for the compute capability
+    its GPUs report to the kernel probe (C(cudaGetDeviceProperties)) are returned (RV(backends)) and named
+    in RV(summary). A service resolved for other compute capabilities than its GPUs have fails, since the backends
+    SGLang picks on these GPUs were never checked (C(sglang_server_args) resolves and checks them).
   - Must run with the SGLang venv's interpreter (C(ansible_python_interpreter)), which has torch and
     FlashInfer, and as the service user, so the probes load what the services will load.
   - Without GPUs (O(gpus) empty) or in check mode it runs nothing and reports RV(status=skipped) with
@@ -105,6 +109,8 @@ options:
         each service's C(nccl_environment) (the C(NCCL_*) variables the server runs with once SGLang's launcher
         set its own) is the environment of the all-reduce of its GPU set, over the env files and the module's
         environment. Services of one GPU set with different NCCL variables are probed once each.
+      - Each service's entry for the compute capability of its GPUs is reported in RV(backends); a service
+        resolved only for other compute capabilities fails the validation.
       - Empty, or a service missing (not resolved), leaves that service's set with the env files, the
         module's environment and the defaults (C(NCCL_NVLS_ENABLE=0), as SGLang's launcher sets it without
         C(--enable-nccl-nvls) or C(--enable-symm-mem)).
@@ -125,7 +131,9 @@ notes:
     fails with the CUDA error's name, for example V(cudaErrorInsufficientDriver) (the driver is older than
     the toolkit's minimum, see the cuda_toolkit preflight) or V(cudaErrorNoKernelImageForDevice) (no target
     for this GPU's compute capability); a FlashInfer module is not pre-warmed or does not load; the sampling
-    call fails or compiled; the all-reduce fails or hangs (killed after O(timeout) s)."
+    call fails or compiled; the all-reduce fails or hangs (killed after O(timeout) s); a service of O(resolved)
+    was resolved for compute capabilities its GPUs do not have (C(sglang-<service> was resolved for 12.0, but
+    GPU 0 is compute capability 9.0 ...))."
   - Takes about 30-60 s on a node whose caches are warm (imports of torch and FlashInfer, one nvcc build).
   - Unless the services' NCCL variables (O(resolved)) or the environment say otherwise, the NVLink-multicast
     paths are off in every probe (C(NCCL_NVLS_ENABLE=0), C(TORCH_SYMM_MEM_DISABLE_MULTICAST=1),
@@ -171,6 +179,18 @@ reason:
   returned: always
   type: str
   sample: no GPUs (nvidia-smi found none)
+backends:
+  description:
+    - Service name -> C(compute_capability) (of its GPUs, from the kernel probe), C(gpus), C(backends) (what SGLang
+      resolved there, the fields the fleet report shows - attention, DSA, MoE runner, sampling - from O(resolved)),
+      C(chosen_by) (for each, the SGLang step that chose it, or the service's arguments). Only services of O(resolved)
+      whose GPUs answered the kernel probe; empty otherwise.
+  returned: always
+  type: dict
+  sample: {"eagle3": {"compute_capability": "9.0", "gpus": [0], "backends": {"attention_backend": "fa3",
+           "moe_runner_backend": "auto", "sampling_backend": "flashinfer"}, "chosen_by": {"attention_backend":
+           "SGLang's _attention_backend_default", "moe_runner_backend": "SGLang's default",
+           "sampling_backend": "SGLang's _sampling_backend_default"}}}
 summary:
   description: One line for the site summary and the fleet report.
   returned: always
@@ -243,7 +263,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError
 from ansible_collections.blackwell.sglang.plugins.module_utils.flashinfer_jit import JitCacheError, read_env_file
-from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_compat import nccl_p2p_outcome
+from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_compat import SUMMARY_FIELDS, backends_summary, nccl_p2p_outcome
 from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_validate import (
     FLASHINFER_PROBE,
     KERNEL_SOURCE,
@@ -258,7 +278,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_validate impo
 def _skipped(reason):
     return {"changed": False, "status": "skipped", "reason": reason, "summary": "skipped: %s" % reason,
             "seconds": 0.0, "kernel": None, "flashinfer": None, "nccl": [], "nccl_p2p_disable_services": [],
-            "nccl_p2p_tested": []}
+            "nccl_p2p_tested": [], "backends": {}}
 
 
 def probe_environment(module):
@@ -370,7 +390,36 @@ def nccl_probe(module, env, devices, nccl, services, python):
     return entry
 
 
-def summarize(used, kernel, flashinfer, nccl, seconds, targets):
+def service_backends(resolved, sets, kernel):
+    """What SGLang resolved for each service of `resolved` at the compute capability its GPUs report
+    (the kernel probe's cudaGetDeviceProperties): ({service: entry}, [problem]). A service resolved for
+    other compute capabilities only is a problem: what SGLang picks on these GPUs was never checked."""
+    reported = {gpu["index"]: gpu["compute_capability"] for gpu in kernel.get("gpus", [])
+                if gpu.get("ok") and gpu.get("compute_capability")}
+    found, problems = {}, []
+    for (devices, _nccl), services in sorted(sets.items()):
+        for name in services:
+            by_cc = (resolved or {}).get(name)
+            if not isinstance(by_cc, dict) or not by_cc:
+                continue
+            for cc in sorted(set(reported[d] for d in devices if d in reported)):
+                gpus = [d for d in devices if reported.get(d) == cc]
+                entry = by_cc.get(cc)
+                if not isinstance(entry, dict):
+                    problems.append("sglang-%s was resolved for %s, but GPU %s %s compute capability %s: the backends "
+                                    "SGLang picks there were never checked (re-run site.yml: it resolves for the GPUs "
+                                    "nvidia-smi reports)" % (name, ", ".join(sorted(by_cc)), ",".join(str(g) for g in gpus),
+                                                             "is" if len(gpus) == 1 else "are", cc))
+                    continue
+                backends, chosen_by = entry.get("backends") or {}, entry.get("chosen_by") or {}
+                fields = [field for field in SUMMARY_FIELDS if backends.get(field) not in (None, "")]
+                found[name] = {"compute_capability": cc, "gpus": gpus,
+                               "backends": {field: backends[field] for field in fields},
+                               "chosen_by": {field: chosen_by.get(field) for field in fields}}
+    return found, problems
+
+
+def summarize(used, kernel, flashinfer, nccl, seconds, targets, backends=None):
     gpus = ",".join(str(i) for i in used)
     parts = ["%d GPU(s)" % len(used)]
     ran = [str(g["index"]) for g in kernel.get("gpus", []) if g.get("ok")]
@@ -392,6 +441,9 @@ def summarize(used, kernel, flashinfer, nccl, seconds, targets):
                 " (NCCL_P2P_DISABLE=1)" if entry.get("p2p_disable") else ""))
         else:
             parts.append("NCCL on %s" % where)
+    if backends:
+        parts.append("SGLang backends " + backends_summary({"resolved": {
+            name: {entry["compute_capability"]: entry} for name, entry in backends.items()}}))
     parts.append("%.1f s" % seconds)
     return "; ".join(parts)
 
@@ -449,6 +501,8 @@ def main():
             failures.append("kernel on GPU %d (targets %s): %s" % (gpu["index"], " ".join(module.params["targets"]), gpu.get("error")))
     if flashinfer is not None and not flashinfer["ok"]:
         failures.append("FlashInfer: %s" % flashinfer.get("error"))
+    backends, mismatched = service_backends(module.params["resolved"], sets, kernel)
+    failures += mismatched
     for entry in nccl:
         if not entry["ok"]:
             failures.append("NCCL all-reduce on GPUs %s: %s" % (",".join(str(d) for d in entry["devices"]), entry.get("error")))
@@ -465,7 +519,8 @@ def main():
         "nccl": nccl,
         "nccl_p2p_disable_services": sorted(s for e in nccl if e.get("p2p_disable") for s in e["services"]),
         "nccl_p2p_tested": sorted(s for e in nccl if e.get("tested") and e["ok"] for s in e["services"]),
-        "summary": summarize(used, kernel, flashinfer, nccl, seconds, module.params["targets"]),
+        "backends": backends,
+        "summary": summarize(used, kernel, flashinfer, nccl, seconds, module.params["targets"], backends),
     }
     if failures:
         module.fail_json(msg="GPU validation failed: " + "; ".join(failures), **result)

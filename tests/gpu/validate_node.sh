@@ -12,7 +12,9 @@
 #      (NCCL_SOCKET_IFNAME=bsg-none0): the all-reduce fails (retried without P2P on 2+ GPUs), the
 #      module fails naming NCCL's error;
 #   5. check mode: skipped, nothing run;
-#   6. a FlashInfer module that was not pre-warmed (topk): failed, the validation compiles nothing.
+#   6. a FlashInfer module that was not pre-warmed (topk): failed, the validation compiles nothing;
+#   7. the backends SGLang resolved (recorded with the real SGLang 0.5.23) for the GPU's own compute
+#      capability reported (case 2); a service resolved for 12.0 only: failed, naming both.
 # Writes each result to $OUT/validate_<case>.json and prints a PASS/FAIL line per expectation.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -42,9 +44,15 @@ run_case() {  # name, targets (JSON list), extra env assignments..., then -- and
   echo "case $name ($(awk -v s="$begin" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}') s wall): $(cut -c1-1500 "$OUT/validate_$name.json")"
 }
 
-# The NCCL variables the service runs with, as sglang_server_args returns them (SGLang's launcher's).
-RESOLVED='"resolved": {"eagle3": {"9.0": {"nccl_environment": {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}}}}'
-run_case good '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "quantization", "norm"], '"$RESOLVED"
+# What sglang_server_args resolved with the real SGLang 0.5.23 (recorded on a CPU host: SGLang's import
+# needs ~5 GB of packages, more than this machine can be given): Qwen3-8B for 9.0 (the backends and the
+# NCCL variables its launcher sets), and the example inventory's PRO 6000 service, for 12.0 only.
+resolved() {  # JSON: {"resolved": {"eagle3": {cc: the recorded entry of $1 for cc}}}
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["resolved"][sys.argv[2]][sys.argv[3]]
+print(", \"resolved\": " + json.dumps({"eagle3": {sys.argv[3]: r}}))' "$ROOT/tests/unit/plugins/fixtures/sglang-0.5.23-resolved.json" "$1" "$2"
+}
+run_case good '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "quantization", "norm"]'"$(resolved qwen3-8b 9.0)"
+run_case elsewhere '["9.0a"]' -- "$(resolved example-pro6000-eagle3 12.0)"
 run_case target '["10.0a"]'
 run_case nccl '["9.0a"]' NCCL_SOCKET_IFNAME=bsg-none0
 run_case check '["9.0a"]' -- ', "_ansible_check_mode": true'
@@ -53,8 +61,8 @@ run_case notwarm '["9.0a"]' -- ', "flashinfer_modules": ["sampling", "topk"]'
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
-good, target, nccl, check, notwarm = (json.load(open("%s/validate_%s.json" % (out, n)))
-                                      for n in ("good", "target", "nccl", "check", "notwarm"))
+good, target, nccl, check, notwarm, elsewhere = (json.load(open("%s/validate_%s.json" % (out, n)))
+                                                 for n in ("good", "target", "nccl", "check", "notwarm", "elsewhere"))
 kernel_ok = [g["ok"] for g in good["kernel"]["gpus"]]
 checks = {
     "good node passed": good.get("status") == "passed" and not good.get("failed"),
@@ -67,6 +75,12 @@ checks = {
     "the all-reduce ran with the service's NCCL variables and named its transports": good["nccl"][0].get("environment") == {
         "NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"} and (
         good["nccl"][0].get("transports") == [] if len(good["nccl"][0]["devices"]) == 1 else bool(good["nccl"][0].get("transports"))),
+    "the backends SGLang resolved for this GPU's compute capability are reported": good.get("backends", {}).get("eagle3", {}).get(
+        "compute_capability") == "9.0" and good["backends"]["eagle3"]["backends"].get("attention_backend") == "fa3"
+        and "SGLang backends eagle3 on 9.0: attention fa3" in good.get("summary", ""),
+    "a service resolved for 12.0 only failed on this GPU, naming both": elsewhere.get("failed")
+        and "sglang-eagle3 was resolved for 12.0, but GPU" in elsewhere.get("msg", "")
+        and "compute capability 9.0: the backends SGLang picks there were never checked" in elsewhere.get("msg", ""),
     "NCCL all-reduce passed (%s GB/s, NCCL %s)" % (good["nccl"][0].get("busbw_gbps"), good["nccl"][0].get("nccl")): good["nccl"][0]["ok"],
     "target 10.0a failed naming the GPU and cudaErrorNoKernelImageForDevice":
         target.get("failed") and "kernel on GPU 0 (targets 10.0a): cudaErrorNoKernelImageForDevice" in target.get("msg", ""),
@@ -82,5 +96,7 @@ print("nccl (good): " + json.dumps({k: good["nccl"][0].get(k) for k in ("devices
 print("msg (target): " + target.get("msg", ""))
 print("msg (nccl): " + nccl.get("msg", ""))
 print("msg (notwarm): " + notwarm.get("msg", ""))
+print("backends (good): " + json.dumps(good.get("backends")))
+print("msg (elsewhere): " + elsewhere.get("msg", ""))
 sys.exit(0 if all(checks.values()) else 1)
 PY

@@ -193,8 +193,18 @@ def test_sglang_resolves_the_backends_it_picks_and_a_pro6000_refuses_sm100_only_
     qwen = ["--model-path", "/var/tmp/bsg-models/Qwen3-8B"]
     dsa = ["--model-path", "/var/tmp/bsg-models/DeepSeek-V3.2", "--tp-size", "8"]
     fixed = dsa + ["--dsa-prefill-backend", "tilelang", "--dsa-decode-backend", "tilelang"]
-    args = {"services": {"qwen": qwen, "dsa": dsa, "fixed": fixed, "later": ["--model-path", "/models/none"]},
-            "resolve": ["qwen", "dsa", "fixed", "later"], "compute_capabilities": ["12.0", "10.3"]}
+    # And the example inventory's PRO 6000 service (Kimi K2 Thinking, INT4, with its EAGLE-3 draft), as
+    # the role renders it (recorded with the real SGLang; tests/unit/test_example_inventory.py ties the
+    # record to inventories/example), its models read from the configs copied here.
+    with open(os.path.join(ROOT, "tests", "unit", "plugins", "fixtures", "sglang-0.5.23-resolved.json")) as handle:
+        recorded = json.load(handle)
+    key = "example-pro6000-eagle3"
+    example = ["/var/tmp/bsg-models/" + os.path.basename(arg) if arg.startswith("/models/") else arg
+               for arg in recorded["argv"][key]]
+    args = {"services": {"qwen": qwen, "dsa": dsa, "fixed": fixed, "later": ["--model-path", "/models/none"],
+                         "example": example},
+            "resolve": ["qwen", "dsa", "fixed", "later", "example"], "compute_capabilities": ["12.0", "10.3"],
+            "environments": {"example": recorded["environments"][key]}}
     proc = subprocess.run(
         ["ansible", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "molecule-pro6000", "-b", "--become-user", "sglang",
          "-e", "ansible_python_interpreter=/opt/sglang/current/bin/python", "-m", "blackwell.sglang.sglang_server_args",
@@ -221,6 +231,10 @@ def test_sglang_resolves_the_backends_it_picks_and_a_pro6000_refuses_sm100_only_
     # The NCCL variables the server would run with: SGLang's launcher step (engine.py
     # _set_envs_and_config) turns NVLink SHARP and cuMem off unless a flag asks for them.
     assert result["resolved"]["qwen"]["12.0"]["nccl_environment"] == {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}
+    # The node's SGLang resolves the example's PRO 6000 service as recorded: FlashInfer attention and
+    # sampling, the MoE runner left to the model's loader, its env file's NCCL variables kept; it passes.
+    assert result["resolved"]["example"]["12.0"] == recorded["resolved"][key]["12.0"]
+    assert "sglang_services_example" not in result["msg"]
 
 
 def test_prewarm_check_fails_clearly_with_wrong_targets(host):

@@ -104,7 +104,7 @@ def test_without_gpus_or_in_check_mode_nothing_runs(tmp_path, capsys, monkeypatc
     expected = {
         "changed": False, "status": "skipped", "reason": "no GPUs (nvidia-smi found none)",
         "summary": "skipped: no GPUs (nvidia-smi found none)", "seconds": 0.0, "kernel": None, "flashinfer": None,
-        "nccl": [], "nccl_p2p_disable_services": [], "nccl_p2p_tested": []}
+        "nccl": [], "nccl_p2p_disable_services": [], "nccl_p2p_tested": [], "backends": {}}
     assert {key: result.get(key, "missing") for key in expected} == expected
     assert set(result) - {"_rc", "invocation", "warnings"} == set(expected)
     result = run(capsys, node.args(), check_mode=True)
@@ -203,7 +203,7 @@ def test_a_good_node_s_result_in_full(tmp_path, capsys, monkeypatch):
     assert isinstance(seconds, float) and 0 <= seconds < 30 and round(seconds, 1) == seconds
     assert set(result) - {"_rc", "invocation"} == {
         "changed", "status", "reason", "seconds", "kernel", "flashinfer", "nccl", "nccl_p2p_disable_services",
-        "nccl_p2p_tested", "summary"}
+        "nccl_p2p_tested", "summary", "backends"}
     assert (result["status"], result["reason"], warnings_of(result)) == ("passed", None, [])
     assert result["summary"] == ("2 GPU(s); kernel 9.0a ran on 0,1; FlashInfer sampling ran on 0,1; "
                                  "all-reduce 0,1 21.5 GB/s via P2P/CUMEM; %.1f s" % seconds)
@@ -400,10 +400,10 @@ def test_a_flashinfer_probe_that_dies_without_an_answer_is_named(tmp_path, capsy
     assert "FlashInfer modules FAILED on 0,1" in result["summary"]
 
 
-RESOLVED = {  # what sglang_server_args returns for each service (only what the all-reduce reads)
-    "eagle3": {"12.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "1", "NCCL_CUMEM_ENABLE": "1"}}},
-    "autoregressive": {"12.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}}},
-    "dflash": {"12.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}}},
+RESOLVED = {  # what sglang_server_args returns for each service, for the stand-in GPUs' 9.0 (what the all-reduce reads)
+    "eagle3": {"9.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "1", "NCCL_CUMEM_ENABLE": "1"}}},
+    "autoregressive": {"9.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}}},
+    "dflash": {"9.0": {"nccl_environment": {"NCCL_NVLS_ENABLE": "0", "NCCL_CUMEM_ENABLE": "0"}}},
 }
 
 
@@ -446,3 +446,41 @@ def test_a_module_without_a_call_is_named_as_loaded_only(tmp_path, capsys, monke
     assert result["_rc"] == 0, result
     assert (result["flashinfer"]["ran"], result["flashinfer"]["loaded_only"]) == (["sampling"], ["cascade"])
     assert "FlashInfer sampling ran on 0,1 (loaded only: cascade)" in result["summary"]
+
+
+# What the real SGLang 0.5.23 resolved (tests/unit/plugins/fixtures/record_sglang_resolution.py).
+with open(os.path.join(os.path.dirname(__file__), "..", "fixtures", "sglang-0.5.23-resolved.json"), encoding="utf-8") as _handle:
+    RECORDED = json.load(_handle)["resolved"]
+
+
+def test_the_backends_sglang_resolved_for_the_gpus_compute_capability_are_reported(tmp_path, capsys, monkeypatch):
+    # The stand-in GPUs answer compute capability 9.0 (cudaGetDeviceProperties in the kernel probe):
+    # each service's entry for 9.0 is reported, the one for 12.0 is not (nothing runs there).
+    node = Node(tmp_path, monkeypatch)
+    resolved = {"eagle3": {"9.0": RECORDED["qwen3-8b"]["9.0"], "12.0": RECORDED["qwen3-8b"]["12.0"]},
+                "dsa": {"9.0": RECORDED["deepseek-v3.2"]["9.0"]}}
+    result = run(capsys, node.args(services={"eagle3": [0], "dsa": [1], "idle": []}, resolved=resolved))
+    assert result["_rc"] == 0, result
+    assert result["backends"]["eagle3"] == {
+        "compute_capability": "9.0", "gpus": [0],
+        "backends": {"attention_backend": "fa3", "moe_runner_backend": "auto", "sampling_backend": "flashinfer"},
+        "chosen_by": {"attention_backend": "SGLang's _attention_backend_default", "moe_runner_backend": "SGLang's default",
+                      "sampling_backend": "SGLang's _sampling_backend_default"}}
+    assert (result["backends"]["dsa"]["gpus"], result["backends"]["dsa"]["backends"]["dsa_prefill_backend"]) == ([1], "flashmla_sparse")
+    assert sorted(result["backends"]) == ["dsa", "eagle3"]  # idle was not resolved
+    assert "SGLang backends dsa on 9.0: attention dsa, dsa_prefill flashmla_sparse, dsa_decode fa3, " in result["summary"]
+    assert "eagle3 on 9.0: attention fa3, moe_runner auto, sampling flashinfer" in result["summary"]
+
+
+def test_a_service_resolved_for_other_gpus_than_it_runs_on_fails_naming_both(tmp_path, capsys, monkeypatch):
+    # Resolved for a PRO 6000 (12.0) while its GPUs are 9.0: what SGLang picks on them was never checked.
+    node = Node(tmp_path, monkeypatch)
+    resolved = {"eagle3": {"12.0": RECORDED["example-pro6000-eagle3"]["12.0"]}}
+    result = run(capsys, node.args(services={"eagle3": [0, 1]}, resolved=resolved))
+    assert result["_rc"] == 1 and result["status"] == "failed", result
+    assert result["msg"] == ("GPU validation failed: sglang-eagle3 was resolved for 12.0, but GPU 0,1 are compute capability "
+                             "9.0: the backends SGLang picks there were never checked (re-run site.yml: it resolves for the "
+                             "GPUs nvidia-smi reports)")
+    assert result["backends"] == {}
+    # The probes ran all the same, and the all-reduce took the service's NCCL variables.
+    assert result["nccl"][0]["ok"] and result["nccl"][0]["environment"]["NCCL_P2P_LEVEL"] == "PXB"
