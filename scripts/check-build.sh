@@ -11,9 +11,15 @@ trap 'rm -rf "$tmp"' EXIT
 ansible-galaxy collection build --force --output-path "$tmp/dist" . >/dev/null
 tarball="$(ls "$tmp"/dist/blackwell-sglang-*.tar.gz)"
 echo "built $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB)"
-if tar -tzf "$tarball" | grep -E '(^|/)(\.venv|\.cache|\.git)(/|$)'; then
-  echo "tarball carries build-time directories" >&2; exit 1
+# What an operator installs is the collection: no build-time, test or development files.
+tar -tzf "$tarball" > "$tmp/contents.txt"
+if grep -E '(^|/)(\.venv|\.cache|\.git|__pycache__)(/|$)|^(tests|molecule|scripts|benchmarks|inventories/lab)(/|$)|^(ansible\.cfg|requirements-dev\.txt|\.ansible-lint|\.yamllint)$' "$tmp/contents.txt"; then
+  echo "the tarball carries test or build-time files (galaxy.yml build_ignore)" >&2; exit 1
 fi
+top="$(cut -d/ -f1 "$tmp/contents.txt" | sort -u | paste -sd' ')"
+expected="FILES.json MANIFEST.json README.md changelogs docs inventories meta playbooks plugins roles site.yml"
+[ "$top" = "$expected" ] || { echo "the tarball's top level is '$top', expected '$expected'" >&2; exit 1; }
+echo "tarball holds: $top ($(wc -l < "$tmp/contents.txt") entries)"
 export ANSIBLE_COLLECTIONS_PATH="$tmp/collections"
 ansible-galaxy collection install --force -p "$tmp/collections" "$tarball" >/dev/null
 test -f "$tmp/collections/ansible_collections/blackwell/sglang/roles/cuda_toolkit/meta/argument_specs.yml"
