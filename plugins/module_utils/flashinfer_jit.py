@@ -18,6 +18,11 @@ launcher, which every unit runs as ``ExecStartPre=`` with the environment system
 
 It exits 0 when every module is built (seconds when warm), compiles what is missing (the serving
 process then never compiles), and exits 1 with a one-line reason on failure.
+
+Programs (``nvcc --version``) run through the caller's ``run(argv)``, which returns an object with
+``returncode``, ``stdout`` and ``stderr`` (text) and raises OSError when the program cannot start: in a
+module ``module_utils/run.py``'s ``module_runner`` (AnsibleModule.run_command, as ansible-test's
+sanity wants of modules and module_utils), in the pre-warm command the launcher's own.
 """
 
 from __future__ import annotations
@@ -30,7 +35,6 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
 import time
 
@@ -265,8 +269,8 @@ class FlashInferCache:
                                 % (type(exc).__name__, exc)) from exc
 
     # ---- toolkit -----------------------------------------------------------------------------
-    def nvcc(self):
-        """(path, 'X.Y') of the nvcc FlashInfer will run (CUDA_HOME/bin/nvcc)."""
+    def nvcc(self, run):
+        """(path, 'X.Y') of the nvcc FlashInfer will run (CUDA_HOME/bin/nvcc), asked with `run` (see above)."""
         cpp_ext = importlib.import_module("flashinfer.jit.cpp_ext")
         try:
             cuda_home = cpp_ext.get_cuda_path()
@@ -276,7 +280,7 @@ class FlashInferCache:
         if not os.access(nvcc, os.X_OK):
             raise JitCacheError("nvcc not found at %s (CUDA_HOME=%s)" % (nvcc, cuda_home))
         try:
-            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=False).stdout
+            out = run([nvcc, "--version"]).stdout
         except OSError as exc:
             raise JitCacheError(nvcc_problem(exc)) from exc
         release = nvcc_release(out)
@@ -380,10 +384,10 @@ def _apply_env_file(env_file):
                                 "environment file (re-run site.yml to write it)" % (env_file, exc.reason)) from exc
 
 
-def check_toolkit(cache, archs, check_targets=False):
+def check_toolkit(cache, archs, run, check_targets=False):
     """nvcc under CUDA_HOME, and (with `check_targets`) new enough for each target the CUDA table
     knows (cuda_arch.toolkit_gap; a target it does not know is FlashInfer's to judge)."""
-    nvcc, release = cache.nvcc()
+    nvcc, release = cache.nvcc(run)
     too_old = []
     for arch in archs if check_targets else ():
         try:
@@ -397,22 +401,22 @@ def check_toolkit(cache, archs, check_targets=False):
     return {"path": nvcc, "version": release}
 
 
-def ensure(state="present", modules=None, expected_archs=None, scope="version", check_mode=False,
+def ensure(run, state="present", modules=None, expected_archs=None, scope="version", check_mode=False,
            check_targets=False):
     """Check FlashInfer's targets, then remove and/or build the JIT modules, repairing what a
     killed build left. Import FlashInfer only after prepare_environment().
 
-    Returns the module's result (changed, cache_dir, flashinfer_version, archs, nvcc, built,
+    `run` runs nvcc (see above). Returns the module's result (changed, cache_dir, flashinfer_version, archs, nvcc, built,
     skipped_modules, repaired, removed, seconds) plus `before`/`after`: compiled module names.
     Raises JitCacheError with a message that says what to fix, an OSError on the cache's files too.
     """
     try:
-        return _ensure(state, modules, expected_archs, scope, check_mode, check_targets)
+        return _ensure(run, state, modules, expected_archs, scope, check_mode, check_targets)
     except OSError as exc:  # a cache file or dir this user cannot read, remove or write
         raise JitCacheError(os_error_reason(exc)) from exc
 
 
-def _ensure(state, modules, expected_archs, scope, check_mode, check_targets):
+def _ensure(run, state, modules, expected_archs, scope, check_mode, check_targets):
     cache = FlashInferCache()
     cache.check_cuda_arch()
     result = dict(cache_dir=cache.jit_dir, flashinfer_version=cache.version, archs=cache.target_archs(),
@@ -442,7 +446,7 @@ def _ensure(state, modules, expected_archs, scope, check_mode, check_targets):
                 raise JitCacheError("FlashInfer %s has no JIT module %r" % (cache.version, name))
             specs[name] = spec
         if specs:
-            result["nvcc"] = check_toolkit(cache, result["archs"], check_targets)
+            result["nvcc"] = check_toolkit(cache, result["archs"], run, check_targets)
         removing = bool(result["removed"])
         unheld = stale_locks(cache.lock_dir())
         for name, spec in specs.items():
@@ -514,8 +518,9 @@ def parse_args(argv):
     return args
 
 
-def command(argv):
-    """The pre-warm check as a command (the units' ExecStartPre=, the launcher flashinfer_prewarm_command installs).
+def command(argv, run):
+    """The pre-warm check as a command (the units' ExecStartPre=, the launcher flashinfer_prewarm_command installs,
+    which passes its `run`: see above).
 
     Returns (exit status, one line): 0 and the summary when every module is built, 1 and
     "flashinfer_jit: error: <reason>" otherwise ("unexpected <type>: <message>" for an exception it does
@@ -528,7 +533,7 @@ def command(argv):
         expected = args.expected_archs
         if expected is None and os.environ.get("FLASHINFER_CUDA_ARCH_LIST"):
             expected = split_list(os.environ["FLASHINFER_CUDA_ARCH_LIST"])
-        result = ensure(modules=args.modules, expected_archs=expected or None, check_mode=args.check)
+        result = ensure(run, modules=args.modules, expected_archs=expected or None, check_mode=args.check)
     except JitCacheError as exc:
         return 1, "flashinfer_jit: error: %s" % exc
     except Exception as exc:  # the unit's journal gets one line, not a traceback

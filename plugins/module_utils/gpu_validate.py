@@ -7,16 +7,24 @@ Each probe is a separate process (a CUDA context, a hang or a crash stays there,
 kill it): a tiny CUDA program built with the installed nvcc, a Python program that loads FlashInfer's
 pre-warmed modules and samples on each GPU, and one process per rank of an NCCL all-reduce
 (torch.distributed). Each prints one JSON line last: {"ok": true, ...} or {"ok": false, "error": ...}.
+
+Every probe runs under coreutils' ``timeout --signal=KILL`` (its own process group: when the probe does
+not answer in time, SIGKILL goes to the whole group, the probe's children included, so a hang is named,
+not waited for), through the module's ``run(argv, env=, cwd=)``
+(module_utils/run.py: AnsibleModule.run_command, as ansible-test's sanity wants of module_utils). The
+ranks of an all-reduce are started together by a small launcher (ALLREDUCE_LAUNCHER), itself one probe.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import shutil
 import signal
 import socket
-import subprocess
+import tempfile
 import time
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError, parse_arch
@@ -202,6 +210,21 @@ print(json.dumps(result))
 sys.exit(0 if result["ok"] else 1)
 """
 
+# Starts the ranks of an all-reduce at once, each as its own process writing to rank<r>.out / rank<r>.err
+# in the log dir, and waits for them: `python -c LAUNCHER <python> <world size> <log dir> <worker code>`.
+# The ranks stay in the launcher's process group, so the timeout's SIGKILL around it kills them with it.
+ALLREDUCE_LAUNCHER = r"""
+# blackwell.sglang all-reduce launcher
+import json, os, subprocess, sys
+python, world, logdir, worker = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+procs = []
+for rank in range(world):
+    with open(os.path.join(logdir, "rank%d.out" % rank), "w") as out, open(os.path.join(logdir, "rank%d.err" % rank), "w") as err:
+        procs.append(subprocess.Popen([python, "-c", worker], stdout=out, stderr=err,
+                                      env=dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank))))
+print(json.dumps({"returncodes": [proc.wait() for proc in procs]}))
+"""
+
 # Defaults of every probe where the service's environment says nothing: NVLink SHARP off, as
 # SGLang's launcher sets it without --enable-nccl-nvls / --enable-symm-mem (sglang/srt/entrypoints/
 # engine.py _set_envs_and_config); the all-reduce of a service SGLang resolved runs with the NCCL
@@ -263,23 +286,57 @@ def tail(text, lines=3):
     return " | ".join(line.strip() for line in (text or "").strip().splitlines()[-lines:])
 
 
-def run_probe(argv, env, timeout, cwd=None):
-    """Run one probe in its own session: {'ok', 'error', 'seconds', ...its JSON}. A probe that does not
-    answer within `timeout` seconds is killed with its children and reported as a hang."""
+# How a probe under coreutils' timeout ends when it hung: SIGKILL to the group kills timeout too (the
+# caller sees -9; a shell would say 137); 124 when timeout outlived it. 126/127: timeout could not start it.
+HUNG = (124, 137, -signal.SIGKILL)
+
+
+def timeout_argv(timeout):
+    """coreutils' timeout around a probe: SIGKILL to its process group after `timeout` s (as the probes'
+    own process groups were killed before: a rank stuck in the driver ignores TERM)."""
+    path = shutil.which("timeout")
+    if not path:
+        raise ProbeError("coreutils' timeout is not on PATH=%s: the probes need it to stop one that hangs"
+                         % os.environ.get("PATH", os.defpath))
+    return [path, "--signal=KILL", "%ds" % max(int(timeout), 1)]
+
+
+def _runnable(program, env):
+    """Why `program` cannot be started with `env`'s PATH, or None (checked before timeout runs it: its
+    own message is in the host's language)."""
+    found = shutil.which(program, path=(env or {}).get("PATH", os.defpath)) if os.sep not in program else program
+    if not found or not os.path.exists(found):
+        return os.strerror(errno.ENOENT)
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        return os.strerror(errno.EACCES)
+    return None
+
+
+def _start(run, argv, env, timeout, cwd=None):
+    """(what run returned, seconds, timed out) of `argv` under timeout. ProbeError when it cannot start."""
+    why = _runnable(argv[0], env)
+    if why:
+        raise ProbeError("cannot run %s: %s" % (argv[0], why))
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)
+        done = run(timeout_argv(timeout) + list(argv), env=env, cwd=cwd)
     except OSError as exc:
         raise ProbeError("cannot run %s: %s" % (argv[0], exc.strerror or exc)) from exc
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        out, err = proc.communicate()
-        return {"ok": False, "seconds": round(time.monotonic() - start, 1),
-                "error": "no answer within %d s (a hang); killed. Last output: %s" % (timeout, tail(err or out) or "none")}
-    return _answer(proc.returncode, out, err, time.monotonic() - start)
+    seconds = time.monotonic() - start
+    if done.returncode in (126, 127) and "failed to run command" in (done.stderr or ""):
+        raise ProbeError("cannot run %s: %s" % (argv[0], done.stderr.strip().splitlines()[-1].rsplit(": ", 1)[-1]))
+    return done, seconds, done.returncode in HUNG and seconds >= max(int(timeout), 1)
+
+
+def run_probe(run, argv, env, timeout, cwd=None):
+    """Run one probe: {'ok', 'error', 'seconds', ...its JSON}. A probe that does not answer within
+    `timeout` seconds is killed with its children and reported as a hang."""
+    done, seconds, hung = _start(run, argv, env, timeout, cwd)
+    if hung:
+        return {"ok": False, "seconds": round(seconds, 1),
+                "error": "no answer within %d s (a hang); killed. Last output: %s"
+                         % (timeout, tail(done.stderr or done.stdout) or "none")}
+    return _answer(done.returncode, done.stdout, done.stderr, seconds)
 
 
 def _answer(rc, out, err, seconds):
@@ -292,11 +349,12 @@ def _answer(rc, out, err, seconds):
     return answer
 
 
-def _kill(proc):
+def _read(path):
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        with open(path, errors="replace") as handle:
+            return handle.read()
     except OSError:
-        pass
+        return ""
 
 
 def free_port():
@@ -305,42 +363,37 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_allreduce(python, devices, env, timeout, size, iters=20):
-    """One all-reduce across `devices` (host GPU indices), a process per rank, all killed when one
-    does not answer within `timeout` s. {'ok', 'error', 'busbw_gbps', 'seconds', ...} of rank 0, or the
-    first failing rank's error."""
+def run_allreduce(run, python, devices, env, timeout, size, iters=20):
+    """One all-reduce across `devices` (host GPU indices), a process per rank (ALLREDUCE_LAUNCHER), all
+    killed when they do not answer within `timeout` s. {'ok', 'error', 'busbw_gbps', 'seconds',
+    'transports', ...} of rank 0, or the first failing rank's error."""
     # NCCL_DEBUG=INFO: the log names the transport of each channel (nccl_transports); logging only.
     env = dict(env, NCCL_DEBUG="INFO", CUDA_VISIBLE_DEVICES=",".join(str(d) for d in devices), WORLD_SIZE=str(len(devices)),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), BSG_ALLREDUCE_BYTES=str(size),
                BSG_ALLREDUCE_ITERS=str(iters), BSG_ALLREDUCE_TIMEOUT=str(max(int(timeout), 1)))
-    start = time.monotonic()
-    procs = []
+    logdir = tempfile.mkdtemp(prefix="bsg-allreduce-")
     try:
-        for rank in range(len(devices)):
-            procs.append(subprocess.Popen([python, "-c", ALLREDUCE_WORKER], env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True))
-    except OSError as exc:
-        for proc in procs:
-            _kill(proc)
-        raise ProbeError("cannot run %s: %s" % (python, exc.strerror or exc)) from exc
-    answers = []
-    for proc in procs:
-        left = max(timeout - (time.monotonic() - start), 0.1)
-        try:
-            out, err = proc.communicate(timeout=left)
-        except subprocess.TimeoutExpired:
-            for other in procs:
-                _kill(other)
-            out, err = proc.communicate()
-            for other in procs:
-                other.communicate()
-            return {"ok": False, "seconds": round(time.monotonic() - start, 1),
-                    "error": "no answer within %d s (a hang: NCCL waits for a peer it cannot reach); killed. "
-                             "Last output: %s" % (timeout, tail(err or out) or "none")}
+        done, seconds, hung = _start(run, [python, "-c", ALLREDUCE_LAUNCHER, python, str(len(devices)), logdir,
+                                           ALLREDUCE_WORKER], env, timeout)
         # NCCL writes its INFO log to stdout (unless NCCL_DEBUG_FILE), beside the worker's JSON line.
-        answers.append(dict(_answer(proc.returncode, out, err, time.monotonic() - start),
-                            transports=nccl_transports((out or "") + "\n" + (err or ""))))
+        logs = [(_read(os.path.join(logdir, "rank%d.out" % rank)), _read(os.path.join(logdir, "rank%d.err" % rank)))
+                for rank in range(len(devices))]
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+    if hung:  # the last words of the first rank that had not answered
+        out, err = next((log for log in logs if last_json(log[0]) is None), logs[0])
+        return {"ok": False, "seconds": round(seconds, 1),
+                "error": "no answer within %d s (a hang: NCCL waits for a peer it cannot reach); killed. "
+                         "Last output: %s" % (timeout, tail(err or out) or "none")}
+    launched = last_json(done.stdout) or {}
+    returncodes = launched.get("returncodes")
+    if done.returncode != 0 or not isinstance(returncodes, list) or len(returncodes) != len(devices):
+        return {"ok": False, "seconds": round(seconds, 1),
+                "error": "the all-reduce's launcher failed (exit status %s): %s"
+                         % (done.returncode, tail(done.stderr or done.stdout) or "no output")}
+    answers = [dict(_answer(rc, out, err, seconds), transports=nccl_transports(out + "\n" + err))
+               for rc, (out, err) in zip(returncodes, logs)]
     failed = [answer for answer in answers if not answer["ok"]]
     result = dict(failed[0] if failed else answers[0])
-    result["seconds"] = round(time.monotonic() - start, 1)
+    result["seconds"] = round(seconds, 1)
     return result

@@ -34,7 +34,6 @@ import re
 import shutil
 import stat
 import struct
-import subprocess
 import tarfile
 import tempfile
 import time
@@ -277,24 +276,33 @@ def _add_file(tar, workspace, rel, entry):
 
 # ---- ninja ---------------------------------------------------------------------------------------
 
-def find_ninja():
-    """The ninja FlashInfer runs: the bare name `ninja` on this process's PATH."""
+class Ninja:
+    """The ninja FlashInfer runs (`path`), run with `run` (module_utils/run.py: in a module, its run_command)."""
+
+    def __init__(self, path, run):
+        self.path, self.run = path, run
+
+    def __repr__(self):
+        return "Ninja(%r)" % self.path
+
+
+def find_ninja(run):
+    """The ninja FlashInfer runs: the bare name `ninja` on this process's PATH, run with `run`."""
     ninja = shutil.which("ninja")
     if not ninja:
         raise KernelCacheError("ninja not found on PATH=%s: put the SGLang venv's bin (which has the ninja wheel's "
                                "ninja) first on PATH, as the flashinfer role's environment file does"
                                % os.environ.get("PATH", os.defpath))
-    return ninja
+    return Ninja(ninja, run)
 
 
 def _ninja(ninja, module_dir, *args):
     try:
-        return subprocess.run([ninja, "-C", module_dir, "-f", "build.ninja"] + list(args),
-                              capture_output=True, text=True, check=False)
+        return ninja.run([ninja.path, "-C", module_dir, "-f", "build.ninja"] + list(args))
     except OSError as exc:
         raise KernelCacheError("cannot run %s (%s): if it is the venv's ninja, remove it and re-run site.yml (the sglang_venv "
                                "role reinstalls what is missing from the venv); otherwise put the venv's bin first on PATH"
-                               % (ninja, exc.strerror or exc)) from exc
+                               % (ninja.path, exc.strerror or exc)) from exc
 
 
 def _deps_records(path):
@@ -542,16 +550,19 @@ def _plan(manifest, jit_dir):
     return incoming, skipped
 
 
-def seed(src, sha256, key, workspace, jit_dir, ninja=None, check_mode=False):
+def seed(src, sha256, key, workspace, jit_dir, ninja=None, check_mode=False, run=None):
     """Seed `workspace` from the artifact `src` (its sha256 must be `sha256`, its key `key`).
 
     Module dirs the local jit dir lacks or holds broken are moved in, settled and proven with
     ``ninja -n`` (one ninja would rebuild is removed again: `rejected_modules`); other files are added
     only where missing. A rejected artifact merges nothing. With `check_mode` only the checksum,
-    manifest and key are verified and nothing is written.
+    manifest and key are verified and nothing is written. `ninja` (a Ninja), or else `run` to find one
+    with when a module moves in.
 
     Returns {seeded, rejected (None or the reason), rejected_modules {name: reason}, skipped_modules,
     removed (local module dirs with a broken .so that were removed)}."""
+    if ninja is None and run is None:
+        raise ValueError("seed needs the ninja to prove what moves in, or the run to find it with")
     workspace = os.path.abspath(workspace)
     jit_rel = jit_relpath(workspace, jit_dir)
     jit_dir = os.path.join(workspace, jit_rel)
@@ -580,7 +591,7 @@ def seed(src, sha256, key, workspace, jit_dir, ninja=None, check_mode=False):
                 result["rejected"] = str(exc)
                 return result
             if incoming and ninja is None:
-                ninja = find_ninja()
+                ninja = find_ninja(run)
             _merge(root, manifest, workspace, jit_rel, incoming, ninja, result)
         except OSError as exc:
             raise KernelCacheError("cannot seed %s: %s" % (workspace, os_error_reason(exc))) from exc

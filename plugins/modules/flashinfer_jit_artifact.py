@@ -259,6 +259,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import kernel_cache as kc  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils.run import module_runner  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import verified  # noqa: E402
 
 
@@ -279,10 +280,10 @@ def warmable(names):
     return found
 
 
-def host_key(cache, workspace):
+def host_key(cache, workspace, run):
     """This host's key: the venv, the workspace, FlashInfer's version and targets, the CUDA toolkit,
     the installed wheels."""
-    nvcc, release = cache.nvcc()
+    nvcc, release = cache.nvcc(run)
     return kc.cache_key(
         venv=os.path.realpath(sys.prefix), workspace=workspace, flashinfer_version=cache.version,
         targets=cache.target_archs(), cuda_home=os.path.dirname(os.path.dirname(nvcc)), cuda_version=release,
@@ -330,7 +331,7 @@ def relocate(module, cache, workspace):
     if module.check_mode or not wanted:
         result["relocated"] = wanted
         return result
-    ninja = kc.find_ninja()
+    ninja = kc.find_ninja(module_runner(module))
     # Each prefix as written and as resolved: FlashInfer may write either (Path.resolve()).
     moves = [(path(old_venv), path(new_venv)) for path in (os.path.abspath, os.path.realpath)]
     moves += [(path(old_workspace), path(workspace)) for path in (os.path.abspath, os.path.realpath)]
@@ -380,7 +381,7 @@ def inspect(module, workspace):
     """The key and the workspace's modules; with src, seed; with dest, pack."""
     params = module.params
     cache = fj.FlashInferCache()
-    key = host_key(cache, workspace)
+    key = host_key(cache, workspace, module_runner(module))
     before = kc.whole_modules(cache.jit_dir)
     result = dict(key=key, key_id=kc.key_id(key), cache_dir=cache.jit_dir, changed=False)
     after = before
@@ -392,7 +393,8 @@ def inspect(module, workspace):
         if not os.path.isfile(params["src"]):
             raise kc.KernelCacheError("src %s is not a file: copy the artifact to the host first" % params["src"])
         # ninja (found on PATH when a module is to be moved in) is not needed to verify or in check mode.
-        seeded = kc.seed(params["src"], params["checksum"], key, workspace, cache.jit_dir, check_mode=module.check_mode)
+        seeded = kc.seed(params["src"], params["checksum"], key, workspace, cache.jit_dir, check_mode=module.check_mode,
+                         run=module_runner(module))
         result.update(seeded)
         result["changed"] = result["changed"] or bool(seeded["seeded"] or seeded["removed"])
         after = sorted(set(before) | set(seeded["seeded"])) if module.check_mode else kc.whole_modules(cache.jit_dir)

@@ -224,6 +224,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj  # noqa: E402
 from ansible_collections.blackwell.sglang.plugins.module_utils import verified  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils.run import module_runner  # noqa: E402
 
 
 def workspace():
@@ -270,7 +271,7 @@ def _run(module, workspace_base):
 
     def check():
         return fj.ensure(
-            state=params["state"], modules=params["modules"], expected_archs=params["expected_archs"],
+            module_runner(module), state=params["state"], modules=params["modules"], expected_archs=params["expected_archs"],
             scope=params["scope"], check_mode=module.check_mode, check_targets=True,
         )
 

@@ -113,6 +113,7 @@ flashinfer_jit_cache module's own code). Exits 0 with one summary line when ever
 (compiling what is missing), 1 with one line naming the reason otherwise. `--help` lists the options.
 """
 
+import subprocess
 import sys
 
 try:
@@ -123,8 +124,14 @@ except ImportError as exc:  # the unit's journal gets one line, not a traceback
                      "venv's interpreter; re-run site.yml to reinstall it\\n" %% (__file__, exc))
     raise SystemExit(1)
 
+
+def run(argv, env=None, cwd=None):
+    """How the pre-warm code runs a program (nvcc --version) here, where there is no AnsibleModule."""
+    return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, check=False)
+
+
 if __name__ == "__main__":
-    STATUS, LINE = command(sys.argv[1:])
+    STATUS, LINE = command(sys.argv[1:], run)
     (sys.stdout if STATUS == 0 else sys.stderr).write(LINE + "\\n")
     raise SystemExit(STATUS)
 '''

@@ -135,6 +135,8 @@ notes:
     was resolved for compute capabilities its GPUs do not have (C(sglang-<service> was resolved for 12.0, but
     GPU 0 is compute capability 9.0 ...))."
   - Takes about 30-60 s on a node whose caches are warm (imports of torch and FlashInfer, one nvcc build).
+  - Each probe runs through C(AnsibleModule.run_command) under coreutils' C(timeout) (on PATH; Debian and Ubuntu always
+    have it), which stops the probe's whole process group when it hangs.
   - Unless the services' NCCL variables (O(resolved)) or the environment say otherwise, the NVLink-multicast
     paths are off in every probe (C(NCCL_NVLS_ENABLE=0), C(TORCH_SYMM_MEM_DISABLE_MULTICAST=1),
     C(NVSHMEM_DISABLE_NVLS=1)); C(CUDA_DEVICE_ORDER=PCI_BUS_ID) makes CUDA's numbering nvidia-smi's.
@@ -273,6 +275,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.gpu_validate impo
     run_allreduce,
     run_probe,
 )
+from ansible_collections.blackwell.sglang.plugins.module_utils.run import module_runner
 
 
 def _skipped(reason):
@@ -332,13 +335,14 @@ def kernel_probe(module, env, used, workdir, flags):
     with open(source, "w") as handle:
         handle.write(KERNEL_SOURCE)
     binary = os.path.join(workdir, "validate")
-    built = run_probe([nvcc, "-O2", "-o", binary, source] + flags, env, module.params["timeout"], cwd=workdir)
+    run = module_runner(module)
+    built = run_probe(run, [nvcc, "-O2", "-o", binary, source] + flags, env, module.params["timeout"], cwd=workdir)
     result = {"nvcc": nvcc, "flags": flags, "build_seconds": built["seconds"], "gpus": []}
     if not built["ok"] or not os.path.exists(binary):
         result["error"] = "nvcc could not build the kernel for %s: %s" % (", ".join(module.params["targets"]), built.get("error"))
         return result
     for index in used:
-        ran = run_probe([binary], dict(env, CUDA_VISIBLE_DEVICES=str(index)), module.params["timeout"], cwd=workdir)
+        ran = run_probe(run, [binary], dict(env, CUDA_VISIBLE_DEVICES=str(index)), module.params["timeout"], cwd=workdir)
         ran["index"] = index
         result["gpus"].append(ran)
     return result
@@ -348,7 +352,7 @@ def flashinfer_probe(module, env, used, python):
     modules = module.params["flashinfer_modules"]
     if not modules:
         return None
-    result = run_probe([python, "-c", FLASHINFER_PROBE, json.dumps(modules)],
+    result = run_probe(module_runner(module), [python, "-c", FLASHINFER_PROBE, json.dumps(modules)],
                        dict(env, CUDA_VISIBLE_DEVICES=",".join(str(d) for d in used)), module.params["timeout"])
     for gpu in result.get("gpus", []):
         gpu["index"] = used[gpu.pop("device")]
@@ -366,7 +370,7 @@ def nccl_probe(module, env, devices, nccl, services, python):
     entry = {"devices": list(devices), "services": services, "environment": dict(nccl), "attempts": []}
 
     def attempt(environment, disabled):
-        answer = run_allreduce(python, devices, environment, timeout, size)
+        answer = run_allreduce(module_runner(module), python, devices, environment, timeout, size)
         entry["attempts"].append({"p2p_disabled": disabled, "ok": answer["ok"], "error": answer.get("error"),
                                   "seconds": answer["seconds"]})
         return answer

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+from run_program import run
 
 
 def elf64(payload=64, shnum=3, shentsize=64):
@@ -284,24 +285,28 @@ def test_timed_rounds_to_a_tenth_of_a_second(monkeypatch):
     assert calls == ["spec"]
 
 
+RUN_UNUSED = object()
+
+
 class FakeCache:
     def __init__(self, release):
         self.release = release
 
-    def nvcc(self):
+    def nvcc(self, run):
+        assert run is RUN_UNUSED  # the caller's run, handed through
         return "/cuda/bin/nvcc", self.release
 
 
 def test_check_toolkit_reports_every_target_it_is_too_old_for():
     # The table is cuda_arch's (toolkit_gap); 7.0 is not in it: FlashInfer's to judge, not reported.
     archs = ["7.0", "9.0a", "10.3a", "12.0f"]
-    assert fj.check_toolkit(FakeCache("13.0"), archs, True) == {"path": "/cuda/bin/nvcc", "version": "13.0"}
+    assert fj.check_toolkit(FakeCache("13.0"), archs, RUN_UNUSED, True) == {"path": "/cuda/bin/nvcc", "version": "13.0"}
     with pytest.raises(fj.JitCacheError) as info:
-        fj.check_toolkit(FakeCache("12.8"), ["7.0", "9.0a", "10.3a", "8.0", "12.0f"], True)
+        fj.check_toolkit(FakeCache("12.8"), ["7.0", "9.0a", "10.3a", "8.0", "12.0f"], RUN_UNUSED, True)
     assert str(info.value) == "nvcc 12.8 at /cuda/bin/nvcc is too old: 10.3a needs CUDA >= 12.9; 12.0f needs CUDA >= 12.9"
     # Without the check only nvcc itself is read.
-    assert fj.check_toolkit(FakeCache("11.0"), ["12.0f"], False) == {"path": "/cuda/bin/nvcc", "version": "11.0"}
-    assert fj.check_toolkit(FakeCache("11.0"), ["12.0f"]) == {"path": "/cuda/bin/nvcc", "version": "11.0"}
+    assert fj.check_toolkit(FakeCache("11.0"), ["12.0f"], RUN_UNUSED, False) == {"path": "/cuda/bin/nvcc", "version": "11.0"}
+    assert fj.check_toolkit(FakeCache("11.0"), ["12.0f"], RUN_UNUSED) == {"path": "/cuda/bin/nvcc", "version": "11.0"}
 
 
 def test_remove_tree(tmp_path):
@@ -449,11 +454,11 @@ def test_nvcc_that_cannot_run_is_a_jit_cache_error(tmp_path, monkeypatch):
     monkeypatch.setattr(fj.importlib, "import_module", lambda name: CppExt)
     cache = object.__new__(fj.FlashInferCache)
     with pytest.raises(fj.JitCacheError) as info:
-        cache.nvcc()
+        cache.nvcc(run)
     assert str(info.value) == "cannot run %s (No such file or directory): %s" % (nvcc, NVCC_FIX)
     nvcc.write_bytes(b"\x00\x01 not a program")
     with pytest.raises(fj.JitCacheError) as info:
-        cache.nvcc()
+        cache.nvcc(run)
     assert str(info.value) == "cannot run %s (Exec format error): %s" % (nvcc, NVCC_FIX)
 
 
@@ -472,14 +477,14 @@ def test_env_file_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys,
         env_file.mkdir()
     elif case == "not text":
         env_file.write_bytes(b"\xff\xfe\x00binary")
-    status, line = fj.command(["--env-file", str(env_file)])
+    status, line = fj.command(["--env-file", str(env_file)], run)
     fix = ENV_FIX + (" and run as a user that can read it" if case != "not text" else "")
     assert (status, line) == (1, "flashinfer_jit: error: cannot read env_file %s (%s): %s" % (env_file, reason, fix))
     assert capsys.readouterr() == ("", "")
 
 
 def raising(exc):
-    def ensure(**_kwargs):
+    def ensure(*_args, **_kwargs):
         raise exc
     return ensure
 
@@ -493,7 +498,7 @@ def raising(exc):
 ])
 def test_command_reports_anything_unexpected_in_one_line(monkeypatch, capsys, exc, line):
     monkeypatch.setattr(fj, "ensure", raising(exc))
-    assert fj.command(["--modules", "sampling"]) == (1, line)
+    assert fj.command(["--modules", "sampling"], run) == (1, line)
     assert capsys.readouterr() == ("", "")
 
 
@@ -505,10 +510,10 @@ def test_ensure_turns_an_os_error_on_the_cache_into_one_line(monkeypatch):
 
     monkeypatch.setattr(fj, "FlashInferCache", cache)
     with pytest.raises(fj.JitCacheError) as info:
-        fj.ensure(modules=["sampling"])
+        fj.ensure(run, modules=["sampling"])
     assert str(info.value) == "/c/sampling/sampling.so is a directory where a file was expected: remove it"
     with pytest.raises(KeyError):  # only OSError is the host's to fix; the rest stays for command() to report
-        fj.ensure(modules=["sampling"])
+        fj.ensure(run, modules=["sampling"])
 
 
 # The launcher in a fresh interpreter, as a unit's ExecStartPre= runs it: stderr is the one line.

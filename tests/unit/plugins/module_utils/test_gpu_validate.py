@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import gpu_validate
 from ansible_collections.blackwell.sglang.plugins.module_utils.cuda_arch import ArchError
+from run_program import run
 
 
 @pytest.mark.parametrize("targets,flags", [
@@ -33,12 +34,12 @@ def test_last_json_line_wins_over_logs():
 
 
 def test_a_probe_that_answers(tmp_path):
-    answer = gpu_validate.run_probe([sys.executable, "-c", "print('log'); print('{\"ok\": true, \"x\": 1}')"], {}, 10)
+    answer = gpu_validate.run_probe(run, [sys.executable, "-c", "print('log'); print('{\"ok\": true, \"x\": 1}')"], {}, 10)
     assert answer["ok"] is True and answer["x"] == 1 and answer["seconds"] >= 0
 
 
 def test_a_probe_that_exits_non_zero_without_json_reports_its_last_lines():
-    answer = gpu_validate.run_probe([sys.executable, "-c", "import sys; sys.stderr.write('a\\nb\\nboom\\n'); sys.exit(3)"], {}, 10)
+    answer = gpu_validate.run_probe(run, [sys.executable, "-c", "import sys; sys.stderr.write('a\\nb\\nboom\\n'); sys.exit(3)"], {}, 10)
     assert answer["ok"] is False and answer["error"] == "exit status 3: a | b | boom"
 
 
@@ -47,7 +48,7 @@ def test_a_hanging_probe_is_killed_with_its_children(tmp_path):
     code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
             "open(%r, 'w').write(str(p.pid)); sys.stderr.write('waiting for peer\\n'); sys.stderr.flush(); time.sleep(60)" % str(marker))
     start = time.monotonic()
-    answer = gpu_validate.run_probe([sys.executable, "-c", code], {}, 2)
+    answer = gpu_validate.run_probe(run, [sys.executable, "-c", code], {}, 2)
     assert time.monotonic() - start < 10
     assert answer["ok"] is False and "no answer within 2 s (a hang); killed. Last output: waiting for peer" in answer["error"]
     child = int(marker.read_text())
@@ -63,9 +64,33 @@ def child_state(pid):
         return None
 
 
-def test_a_probe_that_cannot_start():
-    with pytest.raises(gpu_validate.ProbeError, match="cannot run /nonexistent/nvcc"):
-        gpu_validate.run_probe(["/nonexistent/nvcc"], {}, 5)
+def test_a_probe_whose_children_ignore_term_is_still_killed_and_named_a_hang(tmp_path):
+    # A rank stuck in the driver ignores TERM: the timeout's SIGKILL reaches every process of the
+    # probe's group, and a probe ended by it (the caller sees -9) is a hang like one timeout outlived.
+    marker = tmp_path / "child.pid"
+    script = tmp_path / "stuck.sh"
+    script.write_text("#!/bin/sh\ntrap '' TERM\nsh -c \"trap '' TERM; echo \\$\\$ > %s; exec sleep 60\" &\n"
+                      "echo 'stuck in the driver' >&2\ntrap '' TERM; while :; do sleep 1; done\n" % marker)
+    script.chmod(0o755)
+    start = time.monotonic()
+    answer = gpu_validate.run_probe(run, [str(script)], {"PATH": os.environ["PATH"]}, 1)
+    assert time.monotonic() - start < 5
+    assert answer["error"] == "no answer within 1 s (a hang); killed. Last output: stuck in the driver", answer
+    time.sleep(0.2)
+    assert child_state(int(marker.read_text())) in (None, "Z")
+
+
+def test_a_probe_that_cannot_start(tmp_path):
+    with pytest.raises(gpu_validate.ProbeError) as failed:
+        gpu_validate.run_probe(run, ["/nonexistent/nvcc"], {}, 5)
+    assert str(failed.value) == "cannot run /nonexistent/nvcc: No such file or directory"
+    (tmp_path / "nvcc").write_text("#!/bin/sh\n")  # not executable
+    with pytest.raises(gpu_validate.ProbeError) as failed:
+        gpu_validate.run_probe(run, [str(tmp_path / "nvcc")], {}, 5)
+    assert str(failed.value) == "cannot run %s: Permission denied" % (tmp_path / "nvcc")
+    with pytest.raises(gpu_validate.ProbeError) as failed:
+        gpu_validate.run_probe(run, ["no-such-probe"], {"PATH": str(tmp_path)}, 5)
+    assert str(failed.value) == "cannot run no-such-probe: No such file or directory"
 
 
 # ---- the all-reduce launcher with a stand-in worker (no torch, no GPU here) ----
@@ -77,6 +102,7 @@ ANSWER = ("import json, os; print('starting'); print(json.dumps(dict(ok=True, en
           "if k.startswith(('BSG_', 'MASTER_', 'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'CUDA_VISIBLE'))})))")
 WORKER = """#!/bin/sh
 [ "$1" = "-c" ] || exit 9
+case "$2" in *"all-reduce launcher"*) exec {python} "$@" ;; esac  # the module's launcher: real Python
 [ "$RANK" = "$FAKE_QUIET_HANG_RANK" ] && exec sleep 60
 [ "$RANK" = "$FAKE_STDERR_RANK" ] && {{ echo "Traceback: NCCL error" >&2; exit 2; }}
 [ "$RANK" = "$FAKE_HANG_RANK" ] && {{ echo "rank $RANK waiting for peers" >&2; exec sleep 60; }}
@@ -95,7 +121,7 @@ def worker(tmp_path):
 
 
 def test_each_rank_gets_the_rendezvous_and_the_sizes(worker):
-    result = gpu_validate.run_allreduce(worker, [2, 5], {"FAKE": "1"}, 10, 1 << 20)
+    result = gpu_validate.run_allreduce(run, worker, [2, 5], {"FAKE": "1"}, 10, 1 << 20)
     env = result["env"]
     port = int(env.pop("MASTER_PORT"))
     assert 1024 <= port <= 65535
@@ -105,27 +131,27 @@ def test_each_rank_gets_the_rendezvous_and_the_sizes(worker):
     assert result["ok"] is True and round(result["seconds"], 1) == result["seconds"] < 10
     assert sorted(result) == ["env", "ok", "seconds", "transports"] and isinstance(result["seconds"], float)
     assert result["transports"] == []  # no NCCL log from this worker
-    assert gpu_validate.run_allreduce(worker, [0], {}, 0.5, 1)["env"]["BSG_ALLREDUCE_TIMEOUT"] == "1"
+    assert gpu_validate.run_allreduce(run, worker, [0], {}, 0.5, 1)["env"]["BSG_ALLREDUCE_TIMEOUT"] == "1"
 
 
 def test_the_first_failing_rank_is_the_result(worker, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL_RANK", "1")
-    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
+    result = gpu_validate.run_allreduce(run, worker, [0, 1], dict(os.environ), 10, 1)
     assert (result["ok"], result["error"]) == (False, "rank 1 failed")
     monkeypatch.setenv("FAKE_FAIL_RANK", "")
     monkeypatch.setenv("FAKE_SILENT_RANK", "0")
-    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
+    result = gpu_validate.run_allreduce(run, worker, [0, 1], dict(os.environ), 10, 1)
     assert (result["ok"], result["error"]) == (False, "exit status 3: no output")
     monkeypatch.setenv("FAKE_SILENT_RANK", "")
     monkeypatch.setenv("FAKE_STDERR_RANK", "1")
-    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 10, 1)
+    result = gpu_validate.run_allreduce(run, worker, [0, 1], dict(os.environ), 10, 1)
     assert (result["ok"], result["error"]) == (False, "exit status 2: Traceback: NCCL error")
 
 
 def test_a_hanging_rank_is_named_with_its_last_output(worker, monkeypatch):
     monkeypatch.setenv("FAKE_HANG_RANK", "0")
     start = time.monotonic()
-    result = gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 1, 1)
+    result = gpu_validate.run_allreduce(run, worker, [0, 1], dict(os.environ), 1, 1)
     assert time.monotonic() - start < 10
     assert (result["ok"], result["error"]) == (
         False, "no answer within 1 s (a hang: NCCL waits for a peer it cannot reach); killed. Last output: rank 0 "
@@ -134,13 +160,13 @@ def test_a_hanging_rank_is_named_with_its_last_output(worker, monkeypatch):
     assert isinstance(result["seconds"], float)
     monkeypatch.setenv("FAKE_HANG_RANK", "")
     monkeypatch.setenv("FAKE_QUIET_HANG_RANK", "1")
-    assert gpu_validate.run_allreduce(worker, [0, 1], dict(os.environ), 1, 1)["error"] == (
+    assert gpu_validate.run_allreduce(run, worker, [0, 1], dict(os.environ), 1, 1)["error"] == (
         "no answer within 1 s (a hang: NCCL waits for a peer it cannot reach); killed. Last output: none")
 
 
 def test_an_interpreter_that_cannot_start_is_named(tmp_path):
     with pytest.raises(gpu_validate.ProbeError) as failed:
-        gpu_validate.run_allreduce(str(tmp_path / "missing"), [0, 1], {}, 5, 1)
+        gpu_validate.run_allreduce(run, str(tmp_path / "missing"), [0, 1], {}, 5, 1)
     assert str(failed.value) == "cannot run %s: No such file or directory" % (tmp_path / "missing")
 
 

@@ -20,9 +20,10 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
 from ansible_collections.blackwell.sglang.plugins.module_utils import kernel_cache as kc
+from run_program import run
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-NINJA = shutil.which("ninja", path=os.path.dirname(sys.executable)) or shutil.which("ninja")
+NINJA = kc.Ninja(shutil.which("ninja", path=os.path.dirname(sys.executable)) or shutil.which("ninja"), run)
 VERSION = "0.7.2"
 JIT_REL = ".cache/flashinfer/%s/120f/cached_ops" % VERSION
 GEN_REL = ".cache/flashinfer/%s/120f/generated" % VERSION
@@ -57,7 +58,7 @@ def tree(root):
 
 
 def dry_run(module_dir):
-    done = subprocess.run([NINJA, "-n", "-d", "explain", "-C", str(module_dir), "-f", "build.ninja"],
+    done = subprocess.run([NINJA.path, "-n", "-d", "explain", "-C", str(module_dir), "-f", "build.ninja"],
                           capture_output=True, text=True, check=False)
     return done.stdout + done.stderr
 
@@ -88,7 +89,7 @@ class Project:
         module_dir.mkdir(parents=True, exist_ok=True)
         (module_dir / "build.ninja").write_text(BUILD_NINJA.format(
             venv=self.venv, gen=self.gen, name=name, so=module_dir / (name + ".so")))
-        subprocess.run([NINJA, "-C", str(module_dir), "-f", "build.ninja"], check=True, capture_output=True)
+        subprocess.run([NINJA.path, "-C", str(module_dir), "-f", "build.ninja"], check=True, capture_output=True)
         return module_dir
 
     def build_all(self):
@@ -200,10 +201,10 @@ def test_find_ninja(tmp_path, monkeypatch):
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", str(bin_dir))
     with pytest.raises(kc.KernelCacheError, match="ninja not found on PATH=%s" % bin_dir):
-        kc.find_ninja()
+        kc.find_ninja(run)
     (bin_dir / "ninja").write_text("#!/bin/sh\n")
     (bin_dir / "ninja").chmod(0o755)
-    assert kc.find_ninja() == str(bin_dir / "ninja")
+    assert kc.find_ninja(run).path == str(bin_dir / "ninja")
 
 
 # ---- pack ---------------------------------------------------------------------------------------
@@ -305,7 +306,7 @@ def test_seed_same_path_nothing_rebuilds(project):
         assert "ninja: no work to do." in dry_run(module_dir)
         assert sha(project.so(name)) == fingerprints[name]
         mtime = project.so(name).stat().st_mtime_ns
-        done = subprocess.run([NINJA, "-C", str(module_dir), "-f", "build.ninja"], capture_output=True, text=True,
+        done = subprocess.run([NINJA.path, "-C", str(module_dir), "-f", "build.ninja"], capture_output=True, text=True,
                               check=True)
         assert "ninja: no work to do." in done.stdout
         assert project.so(name).stat().st_mtime_ns == mtime
@@ -352,7 +353,7 @@ def test_seed_restat_without_deps_rewrite_is_not_enough(project):
     module_dir = str(project.jit / "topk")
     mtime_ns = time.time_ns()
     kc.set_mtimes(module_dir, mtime_ns)
-    subprocess.run([NINJA, "-C", module_dir, "-f", "build.ninja", "-t", "restat"], check=True)
+    subprocess.run([NINJA.path, "-C", module_dir, "-f", "build.ninja", "-t", "restat"], check=True)
     fresh, explain = kc.ninja_up_to_date(module_dir, NINJA)
     assert not fresh and "stored deps info out of date" in explain
     kc.rewrite_deps_mtime(os.path.join(module_dir, ".ninja_deps"), mtime_ns)
@@ -480,7 +481,7 @@ def test_not_an_artifact_is_rejected(project):
 
 def test_missing_src_is_an_error(project):
     with pytest.raises(kc.KernelCacheError, match="cannot read the artifact: .*/nothing.tar.gz does not exist"):
-        kc.seed(str(project.store / "nothing.tar.gz"), "0" * 64, project.key(), str(project.ws), str(project.jit))
+        kc.seed(str(project.store / "nothing.tar.gz"), "0" * 64, project.key(), str(project.ws), str(project.jit), run=run)
 
 
 # ---- seed: merging ------------------------------------------------------------------------------
@@ -608,7 +609,7 @@ def test_rewrite_deps_mtime_as_ninja_reads_it(project):
     module_dir = project.build("sampling")
     mtime_ns = time.time_ns() + 5 * 10**9
     assert kc.rewrite_deps_mtime(str(module_dir / ".ninja_deps"), mtime_ns) == 1
-    out = subprocess.run([NINJA, "-C", str(module_dir), "-t", "deps"], capture_output=True, text=True,
+    out = subprocess.run([NINJA.path, "-C", str(module_dir), "-t", "deps"], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0] == "sampling.o: #deps 3, deps mtime %d (VALID)" % mtime_ns  # "VALID": the .o is older than that
     assert sorted(line.strip() for line in out[1:] if line.strip()) == sorted(
@@ -821,7 +822,7 @@ def test_seed_needs_no_ninja_when_every_module_is_whole_already(project, monkeyp
     project.build_all()
     project.pack()
     monkeypatch.setenv("PATH", "/nonexistent")
-    result = kc.seed(str(project.artifact), sha(project.artifact), project.key(), str(project.ws), str(project.jit))
+    result = kc.seed(str(project.artifact), sha(project.artifact), project.key(), str(project.ws), str(project.jit), run=run)
     assert (result["seeded"], result["skipped_modules"], result["rejected"]) == ([], list(MODULES), None)
 
 
@@ -934,7 +935,7 @@ def test_a_workspace_without_modules_seeds_its_other_files_at_any_depth(tmp_path
     artifact = tmp_path / "a.tar.gz"
     kc.pack(str(ws), key, str(artifact), str(jit))
     shutil.rmtree(str(ws))
-    result = kc.seed(str(artifact), sha(artifact), key, str(ws), str(jit), ninja=None)
+    result = kc.seed(str(artifact), sha(artifact), key, str(ws), str(jit), ninja=None, run=run)
     assert result == {"seeded": [], "rejected": None, "rejected_modules": {}, "skipped_modules": [], "removed": []}
     assert (deep / "kernel.json").read_text() == "{}" and (jit / "README").exists()
 
@@ -995,19 +996,19 @@ def test_ninja_is_run_in_the_module_dir_with_its_output_read_and_a_failure_named
     done = kc._ninja(NINJA, str(module_dir), "-t", "targets")
     assert (done.returncode, done.stdout, done.stderr) == (0, "out: x\n", "")
     with pytest.raises(kc.KernelCacheError) as failed:
-        kc._ninja(str(tmp_path / "no-ninja"), str(module_dir))
+        kc._ninja(kc.Ninja(str(tmp_path / "no-ninja"), run), str(module_dir))
     assert str(failed.value) == ("cannot run %s (No such file or directory): if it is the venv's ninja, remove it and re-run "
                                  "site.yml (the sglang_venv role reinstalls what is missing from the venv); otherwise put "
                                  "the venv's bin first on PATH" % (tmp_path / "no-ninja"))
     with pytest.raises(kc.KernelCacheError) as failed:
-        kc.settle_ninja(str(module_dir), "/bin/false", 1)
+        kc.settle_ninja(str(module_dir), kc.Ninja("/bin/false", run), 1)
     assert str(failed.value) == "ninja -t restat failed in %s: exit status 1" % module_dir
 
 
 def test_find_ninja_and_the_jit_dir_refusals_whole(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(kc.KernelCacheError) as failed:
-        kc.find_ninja()
+        kc.find_ninja(run)
     assert str(failed.value) == ("ninja not found on PATH=%s: put the SGLang venv's bin (which has the ninja wheel's "
                                  "ninja) first on PATH, as the flashinfer role's environment file does" % tmp_path)
     for jit_dir in ("/ws", "/", "/other/jit", "../jit"):
@@ -1089,7 +1090,7 @@ def test_a_seed_that_fails_on_the_host_names_the_workspace(tmp_path, monkeypatch
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(kc.shutil, "move", full)
     with pytest.raises(kc.KernelCacheError) as failed:
-        kc.seed(str(artifact), sha(artifact), key, str(ws), "jit")
+        kc.seed(str(artifact), sha(artifact), key, str(ws), "jit", run=run)
     assert str(failed.value) == "cannot seed %s: %s" % (ws, kc.os_error_reason(OSError(28, "No space left on device")))
 
 
@@ -1101,7 +1102,7 @@ def test_a_workspace_without_a_jit_dir_packs_and_seeds_its_other_files(tmp_path)
     artifact = tmp_path / "a.tar.gz"
     kc.pack(str(ws), key, str(artifact), "jit")
     shutil.rmtree(str(ws))
-    assert kc.seed(str(artifact), sha(artifact), key, str(ws), "jit")["rejected"] is None
+    assert kc.seed(str(artifact), sha(artifact), key, str(ws), "jit", run=run)["rejected"] is None
     assert (ws / "triton" / "k.json").read_text() == "{}"
 
 
@@ -1112,7 +1113,7 @@ def test_small_helpers_whole(tmp_path, monkeypatch):
         kc.settle_ninja(str(tmp_path), NINJA, 1)
     assert str(failed.value) == "%s has no build.ninja: it will be built locally" % tmp_path
     (tmp_path / "build.ninja").write_text("")
-    assert kc.ninja_up_to_date(str(tmp_path), "/bin/false") == (False, "exit status 1")
+    assert kc.ninja_up_to_date(str(tmp_path), kc.Ninja("/bin/false", run)) == (False, "exit status 1")
     # A deps log named without a directory is rewritten in the working directory; a failed replace leaves nothing.
     monkeypatch.chdir(str(tmp_path))
     with open(".ninja_deps", "wb") as handle:

@@ -14,9 +14,10 @@ import time
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import kernel_cache as kc
+from run_program import run
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-NINJA = shutil.which("ninja", path=os.path.dirname(sys.executable)) or shutil.which("ninja")
+NINJA = kc.Ninja(shutil.which("ninja", path=os.path.dirname(sys.executable)) or shutil.which("ninja"), run)
 JIT_REL = ".cache/flashinfer/0.7.2/120f/cached_ops"
 # FlashInfer's build.ninja, reduced: absolute include paths into the venv, absolute outputs.
 BUILD_NINJA = """ninja_required_version = 1.3
@@ -42,7 +43,7 @@ FILES = {
 
 
 def ninja(module, *args):
-    return subprocess.run([NINJA, "-C", str(module), "-f", "build.ninja"] + list(args), capture_output=True, text=True, check=False)
+    return subprocess.run([NINJA.path, "-C", str(module), "-f", "build.ninja"] + list(args), capture_output=True, text=True, check=False)
 
 
 def venv(root, files=None):

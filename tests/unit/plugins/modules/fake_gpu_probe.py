@@ -1,5 +1,6 @@
 """Stands in for the SGLang venv's python (torch, FlashInfer, NCCL on GPUs) in the nvidia_gpu_validate
-tests: CI has no GPU. Called as `python -c PROBE [args]`, it answers as the real probe would, from
+tests: CI has no GPU. Called as `python -c PROBE [args]`, it answers as the real probe would (the
+all-reduce's launcher, plain Python, runs as it is and starts each rank with this stand-in), from
 FAKE_* variables the test puts in the probes' environment:
   FAKE_FLASHINFER=ok|fail|crash (crash: dies without an answer), FAKE_P2P=ok|fail|hang (the all-reduce with P2P allowed),
   FAKE_NO_P2P=ok|fail (with NCCL_P2P_DISABLE=1), FAKE_LOADED_ONLY=module,... (modules the probe has no
@@ -13,6 +14,10 @@ import time
 
 code = sys.argv[2] if len(sys.argv) > 2 else ""
 env = os.environ
+if "blackwell.sglang all-reduce launcher" in code:  # the module's own launcher: plain Python, run as it is
+    sys.argv = ["-c"] + sys.argv[3:]
+    exec(compile(code, "<launcher>", "exec"))  # pylint: disable=exec-used
+    sys.exit(0)
 with open(env["FAKE_LOG"], "a") as log:
     log.write(json.dumps({"probe": "allreduce" if "init_process_group" in code else "flashinfer",
                           "rank": env.get("RANK"), "devices": env.get("CUDA_VISIBLE_DEVICES"),

@@ -10,6 +10,7 @@ import types
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
+from run_program import run
 from fake_flashinfer import VERSION, drop_flashinfer_modules
 
 
@@ -38,7 +39,7 @@ def test_what_the_cache_reads_from_flashinfer(fake, cache):
     assert c.cache_root == str(fake.cache_root())
     assert c.lock_dir() == str(fake.jit_dir() / "tmp")
     assert c.target_archs() == ["12.0f"]
-    assert c.nvcc() == (str(fake.cuda_home / "bin" / "nvcc"), "13.0")
+    assert c.nvcc(run) == (str(fake.cuda_home / "bin" / "nvcc"), "13.0")
 
 
 def test_release_030_layout_version_and_cache_root(fake, cache):
@@ -100,18 +101,18 @@ def test_nvcc_problems_are_one_line_each(fake, cache, monkeypatch):
     nvcc = fake.cuda_home / "bin" / "nvcc"
     nvcc.write_text("#!/bin/sh\necho %s\nexit 3\n" % long_garbage)
     with pytest.raises(fj.JitCacheError) as info:
-        cache().nvcc()
+        cache().nvcc(run)
     assert str(info.value) == "cannot read the version of %s: %r" % (nvcc, (long_garbage + "\n")[-200:])
     fake.set_nvcc("12.9")
     nvcc.write_text(nvcc.read_text().replace('echo "nvcc: NVIDIA', 'exit_later=1; echo "nvcc: NVIDIA') + "exit 1\n")
-    assert cache().nvcc() == (str(nvcc), "12.9")  # nvcc's exit status does not matter, its words do
+    assert cache().nvcc(run) == (str(nvcc), "12.9")  # nvcc's exit status does not matter, its words do
     nvcc.unlink()
     with pytest.raises(fj.JitCacheError) as info:
-        cache().nvcc()
+        cache().nvcc(run)
     assert str(info.value) == "nvcc not found at %s (CUDA_HOME=%s)" % (nvcc, fake.cuda_home)
     monkeypatch.delenv("CUDA_HOME")
     with pytest.raises(fj.JitCacheError) as info:
-        cache().nvcc()
+        cache().nvcc(run)
     assert str(info.value) == "no CUDA toolkit: Could not find CUDA_HOME"
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import flashinfer_jit as fj
 from ansible_collections.blackwell.sglang.plugins.modules import flashinfer_prewarm_command
+from run_program import run
 from fake_flashinfer import VERSION, drop_flashinfer_modules
 
 
@@ -44,7 +45,7 @@ def cli(fake, *args, **env):
     os.environ.update(env)
     drop_flashinfer_modules()
     try:
-        status, line = fj.command(list(args))
+        status, line = fj.command(list(args), run)
     except SystemExit as exc:  # argparse: usage errors exit 2 with the message on stderr
         return exc.code, "", ""
     finally:

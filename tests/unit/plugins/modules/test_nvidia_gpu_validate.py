@@ -280,10 +280,10 @@ def test_the_probes_get_the_env_files_settings_and_the_default_timeout(tmp_path,
     seen = {}
     real = nvidia_gpu_validate.run_probe
 
-    def spy(argv, env, timeout, **kwargs):
+    def spy(run, argv, env, timeout, **kwargs):
         seen.setdefault("timeouts", set()).add(timeout)
         seen["cuda_home"] = env.get("CUDA_HOME")
-        return real(argv, env, timeout, **kwargs)
+        return real(run, argv, env, timeout, **kwargs)
     monkeypatch.setattr(nvidia_gpu_validate, "run_probe", spy)
     assert run(capsys, args)["status"] == "passed"
     assert seen == {"timeouts": {300}, "cuda_home": str(tmp_path / "cuda")}
