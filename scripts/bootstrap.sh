@@ -2,7 +2,10 @@
 # Idempotent set-up of a fresh Debian/Ubuntu machine (as root) for this collection's tests and lab:
 #   1. apt: podman, runc, debootstrap, shellcheck (ansible-test sanity runs it), the OpenSSH client
 #      (the fleet scenario's nodes are reached over SSH) (only when missing)
-#   2. .venv with the pinned tools from requirements-dev.txt (re-installed when that file changes)
+#   2. .venv with the pinned tools from requirements-dev.txt (re-installed when that file changes): the
+#      oldest ansible-core meta/runtime.yml admits (2.19, Python 3.11), which also runs Molecule; and
+#      .venv-newest from requirements-newest.txt, the newest (2.21) on Python 3.12 (python3.12 on PATH,
+#      else under ~/.pyenv/versions), for the checks that need no node
 #   3. the collection link that lets playbooks resolve blackwell.sglang.* from this checkout
 #   4. the test image localhost/blackwell-sglang-test:bookworm (built when missing or made by another
 #      version of scripts/build-test-image.sh, whose sha256 the image carries as a label; skipped
@@ -36,6 +39,25 @@ if [ ! -x "$BSG_VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want"
   "$BSG_VENV/bin/python" -m pip install -q --upgrade pip
   "$BSG_VENV/bin/python" -m pip install -q -r requirements-dev.txt
   echo "$want" > "$stamp"
+fi
+
+newest="$BSG_ROOT/.venv-newest"
+want="$(sha256sum requirements-newest.txt | cut -d' ' -f1)"
+if [ ! -x "$newest/bin/python" ] || [ "$(cat "$newest/.requirements-newest.sha256" 2>/dev/null)" != "$want" ]; then
+  # The first that runs (a pyenv shim on PATH may not, when no pyenv version is selected).
+  py312=""
+  for candidate in $(command -v python3.12 || true) "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
+    if "$candidate" -c 'import sys, venv' >/dev/null 2>&1; then py312="$candidate"; break; fi
+  done
+  if [ -z "$py312" ]; then
+    echo "bootstrap: no Python 3.12 (python3.12 on PATH or under ~/.pyenv/versions): ansible-core 2.21 needs it" >&2
+    exit 1
+  fi
+  log "creating $newest ($("$py312" -V)) from requirements-newest.txt"
+  rm -rf "$newest"
+  uv venv -q -p "$py312" "$newest"
+  uv pip install -q -p "$newest/bin/python" -r requirements-newest.txt
+  echo "$want" > "$newest/.requirements-newest.sha256"
 fi
 
 mkdir -p .cache/collections/ansible_collections/blackwell

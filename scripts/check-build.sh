@@ -13,7 +13,7 @@ tarball="$(ls "$tmp"/dist/blackwell-sglang-*.tar.gz)"
 echo "built $(basename "$tarball") ($(du -k "$tarball" | cut -f1) KiB)"
 # What an operator installs is the collection: no build-time, test or development files.
 tar -tzf "$tarball" > "$tmp/contents.txt"
-if grep -E '(^|/)(\.venv|\.cache|\.git|__pycache__)(/|$)|^(tests|molecule|scripts|benchmarks|inventories/lab)(/|$)|^(ansible\.cfg|requirements-dev\.txt|\.ansible-lint|\.yamllint)$' "$tmp/contents.txt"; then
+if grep -E '(^|/)(\.venv|\.venv-newest|\.cache|\.git|__pycache__)(/|$)|^(tests|molecule|scripts|benchmarks|inventories/lab)(/|$)|^(ansible\.cfg|requirements-dev\.txt|requirements-newest\.txt|\.ansible-lint|\.yamllint)$' "$tmp/contents.txt"; then
   echo "the tarball carries test or build-time files (galaxy.yml build_ignore)" >&2; exit 1
 fi
 top="$(cut -d/ -f1 "$tmp/contents.txt" | sort -u | paste -sd' ')"

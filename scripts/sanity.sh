@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ansible-test sanity on this collection (Python 3.11, the controller's ansible-core), offline-friendly.
+# ansible-test sanity on this collection, offline-friendly, with the ansible-test and Python of the
+# `python` first on PATH (.venv: ansible-core 2.19 on Python 3.11; scripts/test.sh also runs it with
+# .venv-newest's bin first: 2.21 on Python 3.12).
 #   ./scripts/sanity.sh [ansible-test sanity options, e.g. --test pylint]
 # ansible-test wants to run inside ansible_collections/<namespace>/<name>: the repository's files
 # (tracked and untracked-not-ignored) are copied to $BSG_SANITY_DIR/ansible_collections/blackwell/sglang
@@ -18,22 +20,24 @@ if [ -f "$ca" ]; then
   export PIP_CERT="$ca" SSL_CERT_FILE="$ca"
 fi
 
-pip_version="$(python - <<'PY'
+pyver="$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+pip_version="$(python - "$pyver" <<'PY'
+import sys
 from types import SimpleNamespace
 from ansible_test._internal.python_requirements import get_venv_packages
-print(get_venv_packages(SimpleNamespace(version="3.11"))["pip"])
+print(get_venv_packages(SimpleNamespace(version=sys.argv[1]))["pip"])
 PY
 )"
 cache="$HOME/.ansible/test/cache"
 mkdir -p "$cache"
 if ! compgen -G "$cache/pip-$pip_version-*.whl" >/dev/null; then
-  python -m pip download -q --no-deps --only-binary=:all: -d "$cache" "pip==$pip_version"
+  "$BSG_ROOT/.venv/bin/python" -m pip download -q --no-deps --only-binary=:all: -d "$cache" "pip==$pip_version"  # .venv-newest (uv) has no pip
 fi
 install -m 0644 tests/sanity/get_pip.py "$cache/get_pip_${pip_version//./_}.py"
 
-tree="${BSG_SANITY_DIR:-/tmp/blackwell-sglang-sanity}/ansible_collections/blackwell/sglang"
+tree="${BSG_SANITY_DIR:-/tmp/blackwell-sglang-sanity-$pyver}/ansible_collections/blackwell/sglang"
 rm -rf "$tree"
 mkdir -p "$tree"
 git ls-files -z --cached --others --exclude-standard | tar -C "$BSG_ROOT" --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -C "$tree" -xf -
 cd "$tree"
-exec ansible-test sanity --venv --python 3.11 --color no "$@"
+exec ansible-test sanity --venv --python "$pyver" --color no "$@"

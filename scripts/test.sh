@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All tests. CI (.ci/run) calls exactly `./scripts/test.sh`.
-#   ./scripts/test.sh                        everything: lint, sanity, unit tests, build check, every Molecule scenario,
-#                                            the gateway tests (the drain through the real smg, under load)
+#   ./scripts/test.sh                        everything: lint, sanity, unit tests, syntax and build check (ansible-core
+#                                            2.19), the same but the build with 2.21 (.venv-newest), every Molecule
+#                                            scenario, the gateway tests (the drain through the real smg, under load)
 #   ./scripts/test.sh --quick                the development tier: the same checks, Molecule only SCENARIOS (default: wheelhouse)
 #   SCENARIOS="default apt" ./scripts/test.sh    a subset of the Molecule scenarios
 #   BSG_BESIDE="" ./scripts/test.sh             the checks, then every scenario in turn (default: b300
@@ -22,7 +23,7 @@ for arg in "$@"; do
   case "$arg" in
     --quick) quick=true ;;
     --clean) clean=true ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -88,8 +89,32 @@ checks() {
   scripts/sanity.sh
   step "unit tests"
   python -m pytest -q -p no:cacheprovider --junitxml="$times/unit.xml" --ignore=tests/unit/playbooks tests/unit
+  step "syntax check"
+  syntax_check
   step "collection build + install + FQCN"
   scripts/check-build.sh
+  newest
+}
+# Every playbook parsed by this ansible-core, against the example inventory.
+syntax_check() {
+  ansible --version | head -n 1
+  ansible-playbook --syntax-check -i inventories/example site.yml playbooks/*.yml >/dev/null
+}
+# The same checks with the newest ansible-core meta/runtime.yml admits (.venv-newest: 2.21 on Python 3.12);
+# Molecule and the gateway tests run with .venv's 2.19, the oldest.
+newest() {
+  (
+    # BSG_VENV: the scripts sourcing env.sh (sanity.sh) put its bin first on PATH.
+    export BSG_VENV="$BSG_ROOT/.venv-newest" PATH="$BSG_ROOT/.venv-newest/bin:$PATH" VIRTUAL_ENV="$BSG_ROOT/.venv-newest"
+    step "newest ansible-core: ansible-lint"
+    ansible-lint --offline
+    step "newest ansible-core: ansible-test sanity"
+    scripts/sanity.sh
+    step "newest ansible-core: unit tests"
+    python -m pytest -q -p no:cacheprovider --junitxml="$times/unit-newest.xml" --ignore=tests/unit/playbooks tests/unit
+    step "newest ansible-core: syntax check"
+    syntax_check
+  )
 }
 # The rollout's drain against the real model gateway (smg from PyPI, stand-in servers on loopback,
 # a load of real requests): no node, but minutes of playbook runs, so it runs at the end of the

@@ -6,6 +6,7 @@ it: every file an installed distribution's RECORD lists (its code, its console s
 bin/ninja, its data) must still be there; "damaged" names each distribution that lacks one, with its
 version, so that the sglang_venv role reinstalls it at that version (tasks/repair.yml). Prints
 JSON, or one line "venv_facts: error: <reason>" on stderr and exits 1."""
+import csv
 import importlib.util
 import json
 import os
@@ -59,8 +60,11 @@ def damaged():
     installed distributions a RECORD file of which is gone (compiled bytecode aside: it is made on use)."""
     found = {}
     for dist in metadata.distributions():
-        missing = [str(path) for path in dist.files or ()
-                   if not str(path).endswith(".pyc") and not os.path.lexists(dist.locate_file(path))]
+        # The RECORD file itself, not dist.files: from Python 3.12 on, importlib.metadata leaves the
+        # files that are gone out of dist.files (its skip_missing_files), which is what is looked for.
+        recorded = [row[0] for row in csv.reader((dist.read_text("RECORD") or "").splitlines()) if row and row[0]]
+        missing = [path for path in recorded
+                   if not path.endswith(".pyc") and not os.path.lexists(dist.locate_file(path))]
         if missing:
             found[dist.metadata["Name"]] = {"version": dist.version, "missing": len(missing), "examples": missing[:3]}
     return found
