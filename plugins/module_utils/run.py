@@ -6,7 +6,7 @@
 The shared code (``flashinfer_jit``, ``kernel_cache``, ``gpu_validate``) never starts a program itself:
 it calls the ``run(argv, env=None, cwd=None)`` it is given (``env``: the whole environment of the
 program, else this process's), which returns an object with ``returncode``, ``stdout`` and ``stderr``
-(text, as ``subprocess.CompletedProcess`` has them) and raises ``OSError`` when the program cannot
+(text: a ``subprocess.CompletedProcess``) and raises ``OSError`` when the program cannot
 start (so each caller can name the program and the fix). In a module that is
 ``AnsibleModule.run_command`` (ansible-test's sanity, from ansible-core 2.21 on, refuses
 ``subprocess`` calls in modules and module_utils); the pre-warm command the units run has no
@@ -15,12 +15,10 @@ AnsibleModule, and its launcher (``flashinfer_prewarm_command``) passes its own.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import os
-
-Completed = collections.namedtuple("Completed", "returncode stdout stderr")
+import subprocess
 
 
 @contextlib.contextmanager
@@ -61,6 +59,6 @@ def module_runner(module):
             if isinstance(exc.filename, bytes):  # run_command passes the arguments as bytes
                 exc.filename = os.fsdecode(exc.filename)
             raise
-        return Completed(rc, out, err)
+        return subprocess.CompletedProcess(argv, rc, out, err)
 
     return run
