@@ -7,9 +7,9 @@
 #      .venv-newest from requirements-newest.txt, the newest (2.21) on Python 3.12 (python3.12 on PATH,
 #      else under ~/.pyenv/versions), for the checks that need no node
 #   3. the collection link that lets playbooks resolve blackwell.sglang.* from this checkout
-#   4. the test image localhost/blackwell-sglang-test:bookworm (built when missing or made by another
-#      version of scripts/build-test-image.sh, whose sha256 the image carries as a label; skipped
-#      when MOLECULE_IMAGE names another image)
+#   4. the test images localhost/blackwell-sglang-test:bookworm and :trixie (Debian 12 and 13; each
+#      built when missing or made by another version of scripts/build-test-image.sh, whose sha256 the
+#      image carries as a label; skipped when MOLECULE_IMAGE / MOLECULE_IMAGE_TRIXIE name another image)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$BSG_ROOT"
@@ -63,16 +63,24 @@ fi
 mkdir -p .cache/collections/ansible_collections/blackwell
 ln -sfn ../../../.. .cache/collections/ansible_collections/blackwell/sglang
 
-if [ "$MOLECULE_IMAGE" = "localhost/blackwell-sglang-test:bookworm" ]; then
-  recipe="$(sha256sum "$BSG_ROOT/scripts/build-test-image.sh" | cut -c1-64)"
-  built="$(podman image inspect --format '{{ index .Labels "io.blackwell-sglang.recipe" }}' "$MOLECULE_IMAGE" 2>/dev/null || true)"
-  if [ "$built" = "$recipe" ]; then
-    log "image $MOLECULE_IMAGE present"
-  else
-    log "image $MOLECULE_IMAGE ${built:+made by another build-test-image.sh}${built:+, }building it"
-    "$BSG_ROOT/scripts/build-test-image.sh"
+# Both images build at once (debootstrap waits on the mirror about a third of its minute).
+recipe="$(sha256sum "$BSG_ROOT/scripts/build-test-image.sh" | cut -c1-64)"
+builds=()
+for pair in "MOLECULE_IMAGE:bookworm" "MOLECULE_IMAGE_TRIXIE:trixie"; do
+  variable="${pair%%:*}" release="${pair#*:}"
+  image="${!variable}"
+  if [ "$image" != "localhost/blackwell-sglang-test:$release" ]; then
+    log "$variable=$image: not building the local $release image"
+    continue
   fi
-else
-  log "MOLECULE_IMAGE=$MOLECULE_IMAGE: not building the local image"
-fi
+  built="$(podman image inspect --format '{{ index .Labels "io.blackwell-sglang.recipe" }}' "$image" 2>/dev/null || true)"
+  if [ "$built" = "$recipe" ]; then
+    log "image $image present"
+  else
+    log "image $image ${built:+made by another build-test-image.sh}${built:+, }building it"
+    "$BSG_ROOT/scripts/build-test-image.sh" "$release" &
+    builds+=("$!")
+  fi
+done
+for pid in "${builds[@]}"; do wait "$pid"; done
 log "ready"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds localhost/blackwell-sglang-test:bookworm without any registry: debootstrap a Debian
-# bookworm root with systemd and python3, trust the controller's extra CAs (a TLS-intercepting
+# Builds localhost/blackwell-sglang-test:<release> (bookworm, Debian 12, the default; trixie, Debian 13)
+# without any registry: debootstrap a Debian root with systemd and python3, trust the controller's extra CAs (a TLS-intercepting
 # proxy's CA must be trusted inside the image, as on a real fleet behind one), podman import.
 # sshd, sudo and acl are there as on a real host: the fleet scenario logs in over SSH as an
 # unprivileged user with sudo (Ansible's become to the service user needs setfacl then).
@@ -8,16 +8,21 @@
 # builds it again when this script changes.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-image="localhost/blackwell-sglang-test:bookworm"
+release="${1:-bookworm}"
+case "$release" in
+  bookworm|trixie) ;;
+  *) echo "usage: $0 [bookworm|trixie]: the Debian releases the collection is tested on" >&2; exit 2 ;;
+esac
+image="localhost/blackwell-sglang-test:$release"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 work="$(mktemp -d /var/tmp/bsg-rootfs.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 rootfs="$work/rootfs"
 
-echo "[image] debootstrap bookworm into $rootfs (mirror $mirror)"
+echo "[image] debootstrap $release into $rootfs (mirror $mirror)"
 debootstrap --variant=minbase \
   --include=systemd,systemd-sysv,python3,python3-apt,sudo,dbus,ca-certificates,iproute2,procps,openssh-server,acl \
-  bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -n 40 "$work/debootstrap.log"; exit 1; }
+  "$release" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -n 40 "$work/debootstrap.log"; exit 1; }
 
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   echo "[image] trusting" /usr/local/share/ca-certificates/*.crt
@@ -25,13 +30,35 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   chroot "$rootfs" update-ca-certificates >/dev/null
 fi
 cat > "$rootfs/etc/apt/sources.list" <<SRC
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
+deb $mirror $release main
+deb $mirror $release-updates main
+deb http://deb.debian.org/debian-security $release-security main
 SRC
-# Units that make no sense (or hang) in a container.
+# Debian 13's python3 is 3.13, and SGLang 0.5.23 cannot be installed on it from wheels: it pins
+# outlines 0.1.11, which pins outlines-core 0.1.26, whose wheels stop at CPython 3.12 (its sdist needs
+# Rust and crates.io). A trixie node runs Ansible's modules with its own 3.13 and builds the SGLang
+# venv from a CPython 3.12 the site installs, as `make altinstall` with prefix /usr/local leaves it
+# (/usr/local/bin/python3.12, libpython3.12.so in /usr/local/lib); README "Platforms". Here that
+# CPython is the controller's pyenv 3.12 (the machines' facts: ~/.pyenv/versions), its standard
+# library without tests, copied in place: its runpath names pyenv's lib, ld.so then finds
+# /usr/local/lib through ld.so.cache.
+if [ "$release" = trixie ]; then
+  python312="$(printf "%s\n" "$HOME"/.pyenv/versions/3.12.* | sort -V | tail -n 1)"
+  [ -x "$python312/bin/python3.12" ] || { echo "[image] trixie needs a CPython 3.12 in ~/.pyenv/versions (none there)" >&2; exit 1; }
+  echo "[image] $python312 as /usr/local/bin/python3.12"
+  install -m 0755 "$python312/bin/python3.12" "$rootfs/usr/local/bin/python3.12"
+  cp -a "$python312"/lib/libpython3.12.so* "$rootfs/usr/local/lib/"
+  cp -a "$python312/include/python3.12" "$rootfs/usr/local/include/"
+  tar -C "$python312/lib" --exclude=python3.12/test --exclude='python3.12/site-packages/*' \
+    --exclude='python3.12/idlelib' --exclude='python3.12/tkinter' -c python3.12 | tar -C "$rootfs/usr/local/lib" -x
+  chroot "$rootfs" ldconfig
+  chroot "$rootfs" /usr/local/bin/python3.12 -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, venv, sys; assert sys.prefix == "/usr/local", sys.prefix'
+fi
+# Units that make no sense (or hang) in a container (systemd-modules-load: no modules to load there,
+# Debian 13's fails).
 for unit in systemd-remount-fs.service systemd-udevd.service systemd-udev-trigger.service \
-            getty@tty1.service console-getty.service systemd-firstboot.service; do
+            getty@tty1.service console-getty.service systemd-firstboot.service \
+            systemd-modules-load.service; do
   ln -sf /dev/null "$rootfs/etc/systemd/system/$unit"
 done
 : > "$rootfs/etc/machine-id"

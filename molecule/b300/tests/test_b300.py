@@ -48,3 +48,16 @@ def test_the_b300_node_exports_its_own_key_only(host):
     records = [json.load(open(path)) for path in glob.glob(os.path.join(store, "*.json"))]
     assert records and all(record["host"] == B300 and record["key"]["targets"] == ["10.3a"] for record in records), records
     assert host.check_output("ls /var/lib/sglang/kernel-caches/*/.cache/flashinfer/0.7.2") == "103a"
+
+
+def test_the_node_is_debian_13_and_sglang_runs_on_the_sites_python_3_12(host):
+    """README "Install": this scenario's node is the Debian 13 one (systemd 257; Python 3.13 runs
+    Ansible's modules), and SGLang's venv is built from the CPython 3.12 in /usr/local that
+    sglang_venv_python names (molecule/default/host_vars/molecule-b300/python.yml)."""
+    assert host.file("/etc/debian_version").content_string.startswith("13.")
+    assert host.check_output("systemctl --version").split()[1] == "257"
+    assert host.check_output("python3 -c 'import sys; print(*sys.version_info[:2])'") == "3 13"
+    assert "home = /usr/local/bin" in host.file("/opt/sglang/current/pyvenv.cfg").content_string
+    assert host.check_output(
+        "runuser -u sglang -- /opt/sglang/current/bin/python -c "
+        "'import sys, sglang; print(*sys.version_info[:2], sglang.__version__)'") == "3 12 0.5.23"

@@ -1,6 +1,7 @@
 """Upgrade, failed build, rollback and pruning of the SGLang venv, in this order, on the converged
 B300 node (its venv is the PRO 6000 node's: the same spec; the `b300` scenario runs beside
-`default`); then the pip installer and a changed index URL on a venv of their own.
+`default`); then the pip installer and a changed index URL on a venv of their own; last, Debian 13's
+own Python (3.13), on which SGLang's venv cannot be built.
 
 Each step runs the sglang_venv role with extra vars, as an operator would. pytest runs the tests of
 a file in order; each step starts from the state the previous one left.
@@ -150,3 +151,18 @@ def test_8_a_changed_index_url_builds_a_new_venv(host, run_playbook):
     assert after != before  # the index is part of the venv's identity
     assert marker["index_url"] == "https://pypi.org/simple"
     assert host.file(PIP_BASE + "/previous").linked_to == before
+
+
+def test_9_debian_13s_own_python_cannot_build_sglang_and_current_stays(host, run_playbook):
+    """README "Install": on Debian 13's python3 (3.13) the build stops at uv's error naming
+    outlines-core (SGLang 0.5.23 pins outlines 0.1.11, which pins outlines-core 0.1.26: wheels up to
+    CPython 3.12, an sdist that needs Rust), and nothing the service runs moves."""
+    before_links, before_venvs = links(host), venvs(host)
+    rc, out = run_venv_role(run_playbook, {"sglang_venv_python": "/usr/bin/python3"})
+    assert rc != 0
+    assert "failed and was removed" in out
+    flat = " ".join(out.split())
+    assert "Failed to build `outlines-core==0.1.26`" in flat, out
+    assert links(host) == before_links
+    assert venvs(host) == before_venvs
+    assert imports_sglang(host)
