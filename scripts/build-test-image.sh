@@ -4,28 +4,42 @@
 # proxy's CA must be trusted inside the image, as on a real fleet behind one), podman import.
 # sshd, sudo and acl are there as on a real host: the fleet scenario logs in over SSH as an
 # unprivileged user with sudo (Ansible's become to the service user needs setfacl then).
-# The image carries this script's sha256 (label io.blackwell-sglang.recipe): scripts/bootstrap.sh
-# builds it again when this script changes.
+# The image carries its recipe (label io.blackwell-sglang.recipe: this script's sha256, and for trixie
+# the CPython 3.12 it copies, `python3.12 -VV`); scripts/bootstrap.sh asks `--recipe <release>` and
+# builds the image again when they differ.
+#   build-test-image.sh [bookworm|trixie]     build the image
+#   build-test-image.sh --recipe <release>    print the recipe the image would carry
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+usage() { echo "usage: $0 [--recipe] [bookworm|trixie]: the Debian releases the collection is tested on" >&2; exit 2; }
+print_recipe=false
+if [ "${1:-}" = --recipe ]; then print_recipe=true; shift; fi
 release="${1:-bookworm}"
-case "$release" in
-  bookworm|trixie) ;;
-  *) echo "usage: $0 [bookworm|trixie]: the Debian releases the collection is tested on" >&2; exit 2 ;;
-esac
+case "$release" in bookworm|trixie) ;; *) usage ;; esac
+# The newest pyenv CPython 3.12 (the machines' facts: ~/.pyenv/versions), for trixie's /usr/local.
+python312=""
+if [ "$release" = trixie ]; then
+  python312="$(printf "%s\n" "$HOME"/.pyenv/versions/3.12.* | sort -V | tail -n 1)"
+  "$python312/bin/python3.12" -c '' 2>/dev/null \
+    || { echo "[image trixie] needs a CPython 3.12 under ~/.pyenv/versions (none runs there)" >&2; exit 1; }
+fi
+recipe="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-64)"
+[ -z "$python312" ] || recipe="$recipe+$("$python312/bin/python3.12" -VV | sha256sum | cut -c1-12)"
+if $print_recipe; then echo "$recipe"; exit 0; fi
+log() { printf '[image %s] %s\n' "$release" "$*"; }
 image="localhost/blackwell-sglang-test:$release"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 work="$(mktemp -d /var/tmp/bsg-rootfs.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 rootfs="$work/rootfs"
 
-echo "[image] debootstrap $release into $rootfs (mirror $mirror)"
+log "debootstrap into $rootfs (mirror $mirror)"
 debootstrap --variant=minbase \
   --include=systemd,systemd-sysv,python3,python3-apt,sudo,dbus,ca-certificates,iproute2,procps,openssh-server,acl \
   "$release" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -n 40 "$work/debootstrap.log"; exit 1; }
 
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
-  echo "[image] trusting" /usr/local/share/ca-certificates/*.crt
+  log "trusting" /usr/local/share/ca-certificates/*.crt
   cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
   chroot "$rootfs" update-ca-certificates >/dev/null
 fi
@@ -38,16 +52,15 @@ SRC
 # outlines 0.1.11, which pins outlines-core 0.1.26, whose wheels stop at CPython 3.12 (its sdist needs
 # Rust and crates.io). A trixie node runs Ansible's modules with its own 3.13 and builds the SGLang
 # venv from a CPython 3.12 the site installs, as `make altinstall` with prefix /usr/local leaves it
-# (/usr/local/bin/python3.12, libpython3.12.so in /usr/local/lib); README "Platforms". Here that
-# CPython is the controller's pyenv 3.12 (the machines' facts: ~/.pyenv/versions), its standard
-# library without tests, copied in place: its runpath names pyenv's lib, ld.so then finds
-# /usr/local/lib through ld.so.cache.
+# (/usr/local/bin/python3.12, a shared build's libpython3.12.so in /usr/local/lib); README "Install".
+# Here that CPython is the controller's pyenv 3.12, its standard library without tests, copied in
+# place: a shared build's runpath names pyenv's lib, ld.so then finds /usr/local/lib through ld.so.cache.
 if [ "$release" = trixie ]; then
-  python312="$(printf "%s\n" "$HOME"/.pyenv/versions/3.12.* | sort -V | tail -n 1)"
-  [ -x "$python312/bin/python3.12" ] || { echo "[image] trixie needs a CPython 3.12 in ~/.pyenv/versions (none there)" >&2; exit 1; }
-  echo "[image] $python312 as /usr/local/bin/python3.12"
+  log "$python312 as /usr/local/bin/python3.12"
   install -m 0755 "$python312/bin/python3.12" "$rootfs/usr/local/bin/python3.12"
-  cp -a "$python312"/lib/libpython3.12.so* "$rootfs/usr/local/lib/"
+  if compgen -G "$python312/lib/libpython3.12.so*" >/dev/null; then
+    cp -a "$python312"/lib/libpython3.12.so* "$rootfs/usr/local/lib/"
+  fi
   cp -a "$python312/include/python3.12" "$rootfs/usr/local/include/"
   tar -C "$python312/lib" --exclude=python3.12/test --exclude='python3.12/site-packages/*' \
     --exclude='python3.12/idlelib' --exclude='python3.12/tkinter' -c python3.12 | tar -C "$rootfs/usr/local/lib" -x
@@ -65,8 +78,7 @@ done
 chroot "$rootfs" apt-get clean
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin
 
-echo "[image] podman import $image"
-recipe="$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-64)"
+log "podman import $image"
 tar -C "$rootfs" -c . | podman import --change 'CMD ["/sbin/init"]' --change 'STOPSIGNAL SIGRTMIN+3' \
   --change "LABEL io.blackwell-sglang.recipe=$recipe" - "$image" >/dev/null
 podman image inspect --format '{{.Id}} {{.Size}}' "$image"

@@ -12,8 +12,11 @@ publishes from nvidia-smi (sglang_node_gpus; the role reads the GPUs only when i
 to what nvidia_gpu_info returns on a host with one GB10-like GPU (compute capability 12.1).
 """
 
+import os
+
 import pytest
-from conftest import B300, LAB_EAGLE3, assert_unchanged, fingerprint, run_cases
+import yaml
+from conftest import B300, LAB_EAGLE3, ROOT, assert_unchanged, fingerprint, run_cases
 
 testinfra_hosts = ["podman://molecule-b300"]
 pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's tests run in order
@@ -21,6 +24,10 @@ pytestmark = pytest.mark.xdist_group("b300")  # one worker per node: a node's te
 PREFLIGHT = "playbooks/preflight.yml"
 GROUPS = ("lab", "b300")
 INDEPENDENT = ["-e", "sglang_preflight_max_fail_percentage=100"]
+# The case hosts get the node's group_vars through GROUPS, not its host_vars: the setting that makes
+# this Debian 13 node buildable (its CPython 3.12) is read from there, so the good cases are the node's.
+with open(os.path.join(ROOT, "molecule/default/host_vars/molecule-b300/python.yml"), encoding="utf-8") as _handle:
+    NODE_VARS = yaml.safe_load(_handle)
 GB10 = {"present": True, "count": 1, "compute_capabilities": ["12.1"], "driver_version": "580.95.05",
         "interconnect": "none", "error": None,
         "gpus": [{"index": 0, "name": "NVIDIA GB10", "uuid": "GPU-00000000-0000-0000-0000-000000000000",
@@ -120,11 +127,11 @@ def preflight_runs(host):
     before, foreign_before = fingerprint(host), fingerprint(host, *FOREIGN)
     runs = {}
     for mode, args in MODES.items():
-        cases = {"ok": {}}
-        cases.update((str(index), extra_vars) for index, (extra_vars, _message) in enumerate(CASES)
+        cases = {"ok": dict(NODE_VARS)}
+        cases.update((str(index), dict(NODE_VARS, **extra_vars)) for index, (extra_vars, _message) in enumerate(CASES)
                      if mode == "normal" or index in CHECK_MODE_CASES)
         runs[mode] = run_cases(cases, playbook=PREFLIGHT, node=B300, groups=GROUPS, extra_args=INDEPENDENT + args)
-    runs["site"] = run_cases({"good": {}, "bad": {"sglang_services_env_dir": "/etc"}}, playbook="site.yml",
+    runs["site"] = run_cases({"good": dict(NODE_VARS), "bad": dict(NODE_VARS, sglang_services_env_dir="/etc")}, playbook="site.yml",
                              node=B300, groups=GROUPS)
     runs["foreign"] = (foreign_before, fingerprint(host, *FOREIGN))
     return runs, before, fingerprint(host)
