@@ -64,9 +64,6 @@ fi
 mkdir -p .cache/collections/ansible_collections/blackwell
 ln -sfn ../../../.. .cache/collections/ansible_collections/blackwell/sglang
 
-# Both images build at once (0.9 min each alone, 1.5 together), each logging as [image <release>];
-# a failed one is named after both have ended.
-builds=() releases=()
 for pair in "MOLECULE_IMAGE:bookworm" "MOLECULE_IMAGE_TRIXIE:trixie"; do
   variable="${pair%%:*}" release="${pair#*:}"
   image="${!variable}"
@@ -80,16 +77,7 @@ for pair in "MOLECULE_IMAGE:bookworm" "MOLECULE_IMAGE_TRIXIE:trixie"; do
     log "image $image present"
   else
     log "image $image ${built:+made by another recipe}${built:+, }building it"
-    "$BSG_ROOT/scripts/build-test-image.sh" "$release" &
-    builds+=("$!") releases+=("$release")
+    "$BSG_ROOT/scripts/build-test-image.sh" "$release"
   fi
 done
-failed_images=""
-for index in "${!builds[@]}"; do
-  wait "${builds[$index]}" || failed_images="$failed_images ${releases[$index]}"
-done
-if [ -n "$failed_images" ]; then
-  echo "bootstrap: the test image build failed for:$failed_images (its [image <release>] lines above say where)" >&2
-  exit 1
-fi
 log "ready"

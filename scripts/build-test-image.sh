@@ -48,12 +48,9 @@ deb $mirror $release main
 deb $mirror $release-updates main
 deb http://deb.debian.org/debian-security $release-security main
 SRC
-# Debian 13's python3 is 3.13, and SGLang 0.5.23 cannot be installed on it from wheels: it pins
-# outlines 0.1.11, which pins outlines-core 0.1.26, whose wheels stop at CPython 3.12 (its sdist needs
-# Rust and crates.io). A trixie node runs Ansible's modules with its own 3.13 and builds the SGLang
-# venv from a CPython 3.12 the site installs, as `make altinstall` with prefix /usr/local leaves it
-# (/usr/local/bin/python3.12, a shared build's libpython3.12.so in /usr/local/lib); README "Install".
-# Here that CPython is the controller's pyenv 3.12, its standard library without tests, copied in
+# A trixie node builds SGLang's venv from a CPython 3.12 the site installs (README, "Install": why),
+# as `make altinstall` with prefix /usr/local leaves it (/usr/local/bin/python3.12, a shared build's
+# libpython3.12.so in /usr/local/lib). Here that CPython is the controller's pyenv 3.12, its standard library without tests, copied in
 # place: a shared build's runpath names pyenv's lib, ld.so then finds /usr/local/lib through ld.so.cache.
 if [ "$release" = trixie ]; then
   log "$python312 as /usr/local/bin/python3.12"

@@ -155,8 +155,7 @@ def test_8_a_changed_index_url_builds_a_new_venv(host, run_playbook):
 
 def test_9_debian_13s_own_python_cannot_build_sglang_and_current_stays(host, run_playbook):
     """README "Install": on Debian 13's python3 (3.13) the build stops at uv's error naming
-    outlines-core (SGLang 0.5.23 pins outlines 0.1.11, which pins outlines-core 0.1.26: wheels up to
-    CPython 3.12, an sdist that needs Rust), and nothing the service runs moves."""
+    outlines-core, and nothing the service runs moves."""
     before_links, before_venvs = links(host), venvs(host)
     rc, out = run_venv_role(run_playbook, {"sglang_venv_python": "/usr/bin/python3"})
     assert rc != 0
